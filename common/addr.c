@@ -1,0 +1,277 @@
+#include "addr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+static int parse_port(const char *s, uint16_t *port)
+{
+	unsigned long v = 0;
+
+	if (*s == '\0')
+		return -EINVAL;
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned long)(*s - '0');
+		if (v > 65535)
+			return -EINVAL;
+	}
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int addr_split_hostport(const char *s, char *host, size_t host_size, uint16_t *port)
+{
+	const char *colon, *hend;
+	size_t hlen;
+
+	if (s[0] == '[') {
+		hend = strchr(s, ']');
+		if (hend == NULL || hend[1] != ':')
+			return -EINVAL;
+		colon = hend + 1;
+		s++;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL || memchr(s, ':', (size_t)(colon - s)) != NULL)
+			return -EINVAL;
+		hend = colon;
+	}
+	hlen = (size_t)(hend - s);
+	if (hlen == 0)
+		return -EINVAL;
+	if (hlen >= host_size)
+		return -ENAMETOOLONG;
+	if (parse_port(colon + 1, port) < 0)
+		return -EINVAL;
+	memcpy(host, s, hlen);
+	host[hlen] = '\0';
+	return 0;
+}
+
+int addr_parse_ip(struct addr *a, const char *s)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&a->ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&a->ss;
+
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, s, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		a->len = sizeof(*sin);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		a->len = sizeof(*sin6);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int addr_parse(struct addr *a, const char *s, int default_port)
+{
+	char host[INET6_ADDRSTRLEN];
+	uint16_t port;
+
+	if (addr_split_hostport(s, host, sizeof(host), &port) == 0) {
+		if (addr_parse_ip(a, host) < 0)
+			return -EINVAL;
+		addr_set_port(a, port);
+		return 0;
+	}
+	if (default_port < 0 || default_port > 65535)
+		return -EINVAL;
+	if (addr_parse_ip(a, s) < 0)
+		return -EINVAL;
+	addr_set_port(a, (uint16_t)default_port);
+	return 0;
+}
+
+int addr_family(const struct addr *a)
+{
+	return a->ss.ss_family;
+}
+
+uint16_t addr_port(const struct addr *a)
+{
+	if (a->ss.ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)&a->ss)->sin_port);
+	if (a->ss.ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
+	return 0;
+}
+
+void addr_set_port(struct addr *a, uint16_t port)
+{
+	if (a->ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&a->ss)->sin_port = htons(port);
+	else if (a->ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&a->ss)->sin6_port = htons(port);
+}
+
+const char *addr_ip_str(const struct addr *a, char *buf, size_t size)
+{
+	const void *src;
+
+	if (a->ss.ss_family == AF_INET)
+		src = &((const struct sockaddr_in *)&a->ss)->sin_addr;
+	else if (a->ss.ss_family == AF_INET6)
+		src = &((const struct sockaddr_in6 *)&a->ss)->sin6_addr;
+	else
+		src = NULL;
+	if (src == NULL || inet_ntop(a->ss.ss_family, src, buf, (socklen_t)size) == NULL)
+		snprintf(buf, size, "?");
+	return buf;
+}
+
+const char *addr_str(const struct addr *a, char *buf, size_t size)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	addr_ip_str(a, ip, sizeof(ip));
+	if (a->ss.ss_family == AF_INET6)
+		snprintf(buf, size, "[%s]:%u", ip, addr_port(a));
+	else
+		snprintf(buf, size, "%s:%u", ip, addr_port(a));
+	return buf;
+}
+
+void addr_to_ip(const struct addr *a, struct addr_ip *ip)
+{
+	if (a->ss.ss_family == AF_INET) {
+		memcpy(ip->b, v4mapped, 12);
+		memcpy(ip->b + 12, &((const struct sockaddr_in *)&a->ss)->sin_addr, 4);
+	} else if (a->ss.ss_family == AF_INET6) {
+		memcpy(ip->b, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, 16);
+	} else {
+		memset(ip->b, 0, 16);
+	}
+}
+
+void addr_to_key(const struct addr *a, struct addr_key *key)
+{
+	struct addr_ip ip;
+	uint16_t port = addr_port(a);
+
+	addr_to_ip(a, &ip);
+	memcpy(key->b, ip.b, 16);
+	key->b[16] = (uint8_t)(port >> 8);
+	key->b[17] = (uint8_t)port;
+}
+
+void addr_from_ip(struct addr *a, const struct addr_ip *ip, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	if (memcmp(ip->b, v4mapped, 12) == 0) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&a->ss;
+
+		sin->sin_family = AF_INET;
+		memcpy(&sin->sin_addr, ip->b + 12, 4);
+		sin->sin_port = htons(port);
+		a->len = sizeof(*sin);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&a->ss;
+
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, ip->b, 16);
+		sin6->sin6_port = htons(port);
+		a->len = sizeof(*sin6);
+	}
+}
+
+const char *addr_ip_fmt(const struct addr_ip *ip, char *buf, size_t size)
+{
+	struct addr a;
+
+	addr_from_ip(&a, ip, 0);
+	return addr_ip_str(&a, buf, size);
+}
+
+bool addr_is_v4(const struct addr *a)
+{
+	return a->ss.ss_family == AF_INET;
+}
+
+bool addr_equal(const struct addr *a, const struct addr *b)
+{
+	struct addr_key ka, kb;
+
+	if (a->ss.ss_family != b->ss.ss_family)
+		return false;
+	addr_to_key(a, &ka);
+	addr_to_key(b, &kb);
+	return memcmp(ka.b, kb.b, sizeof(ka.b)) == 0;
+}
+
+bool addr_is_loopback(const struct addr *a)
+{
+	struct addr_ip ip;
+	static const uint8_t v6lo[16] = {[15] = 1};
+
+	addr_to_ip(a, &ip);
+	if (memcmp(ip.b, v4mapped, 12) == 0)
+		return ip.b[12] == 127;
+	return memcmp(ip.b, v6lo, 16) == 0;
+}
+
+int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int *gai_err)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = AI_ADDRCONFIG};
+	struct addrinfo *res, *ai;
+	int n = 0, r;
+
+	*gai_err = 0;
+	r = getaddrinfo(host, NULL, &hints, &res);
+	if (r != 0) {
+		*gai_err = r;
+		return -EHOSTUNREACH;
+	}
+	for (ai = res; ai != NULL && n < max; ai = ai->ai_next) {
+		if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+		    ai->ai_addrlen > sizeof(out[n].ss))
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		memcpy(&out[n].ss, ai->ai_addr, ai->ai_addrlen);
+		out[n].len = ai->ai_addrlen;
+		addr_set_port(&out[n], port);
+		n++;
+	}
+	freeaddrinfo(res);
+	if (n == 0) {
+		*gai_err = EAI_NONAME;
+		return -EHOSTUNREACH;
+	}
+	return n;
+}
+
+int addr_udp_bind(struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int e;
+
+	if (fd < 0)
+		return -errno;
+	if (a->ss.ss_family == AF_INET6) {
+		int on = 1;
+
+		/* "[::]:p" means IPv6 only; bind 0.0.0.0 for IPv4. */
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	}
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		goto fail;
+	a->len = sizeof(a->ss);
+	if (getsockname(fd, (struct sockaddr *)&a->ss, &a->len) < 0)
+		goto fail;
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	return -e;
+}

@@ -1,0 +1,351 @@
+#include "httpd.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "ev.h"
+#include "log.h"
+
+#define MAX_EXTRA_HEADERS (8)
+
+struct httpd {
+	struct ev_loop *loop;
+	struct MHD_Daemon *mhd;
+	struct ev_io *io;
+	struct ev_timer timer;
+	struct httpd_cfg cfg;
+	httpd_handler *handler;
+	void *arg;
+};
+
+struct httpd_req {
+	struct httpd *d;
+	struct MHD_Connection *conn;
+	const char *method, *path;
+	struct addr peer;
+	char *body;
+	size_t body_len;
+	bool too_big;
+	bool replied;
+	struct httpd_header extra[MAX_EXTRA_HEADERS];
+	size_t nextra;
+};
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	if (!log_enabled(LOG_LEVEL_DEBUG))
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_debug("httpd msg=\"%s\"", msg);
+}
+
+static void on_mhd_timer(struct ev_timer *t, void *arg)
+{
+	struct httpd *d = arg;
+
+	(void)t;
+	MHD_run(d->mhd);
+}
+
+static void on_mhd_io(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct httpd *d = arg;
+
+	(void)io;
+	(void)events;
+	MHD_run(d->mhd);
+}
+
+static void before_sleep(void *arg)
+{
+	struct httpd *d = arg;
+	MHD_UNSIGNED_LONG_LONG t;
+
+	if (MHD_get_timeout(d->mhd, &t) == MHD_YES)
+		ev_timer_start(d->loop, &d->timer, t > 60000 ? 60000 : (long long)t, on_mhd_timer,
+			       d);
+	else
+		ev_timer_stop(d->loop, &d->timer);
+}
+
+int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, const void *body,
+		size_t len)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ok;
+
+	if (r->replied)
+		return -EALREADY;
+	resp = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL)
+		return -ENOMEM;
+	if (content_type != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	for (size_t i = 0; i < r->d->cfg.nheaders; i++)
+		MHD_add_response_header(resp, r->d->cfg.headers[i].name,
+					r->d->cfg.headers[i].value);
+	for (size_t i = 0; i < r->nextra; i++)
+		MHD_add_response_header(resp, r->extra[i].name, r->extra[i].value);
+	ok = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	r->replied = true;
+	return ok == MHD_YES ? 0 : -EIO;
+}
+
+int httpd_reply_json(struct httpd_req *r, unsigned status, struct json_object *obj)
+{
+	size_t len;
+	const char *s = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN, &len);
+
+	return httpd_reply(r, status, "application/json", s, len);
+}
+
+int httpd_reply_error(struct httpd_req *r, unsigned status, const char *msg)
+{
+	struct json_object *o = json_object_new_object();
+	int ret;
+
+	if (o == NULL)
+		return httpd_reply(r, 500, "text/plain", "out of memory\n", 14);
+	json_object_object_add(o, "error", json_object_new_string(msg));
+	ret = httpd_reply_json(r, status, o);
+	json_object_put(o);
+	return ret;
+}
+
+int httpd_add_header(struct httpd_req *r, const char *name, const char *value)
+{
+	if (r->nextra == MAX_EXTRA_HEADERS)
+		return -ENOSPC;
+	r->extra[r->nextra].name = name;
+	r->extra[r->nextra].value = value;
+	r->nextra++;
+	return 0;
+}
+
+static void peer_of(struct MHD_Connection *conn, struct addr *a)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+	memset(a, 0, sizeof(*a));
+	if (ci == NULL || ci->client_addr == NULL)
+		return;
+	if (ci->client_addr->sa_family == AF_INET)
+		a->len = sizeof(struct sockaddr_in);
+	else if (ci->client_addr->sa_family == AF_INET6)
+		a->len = sizeof(struct sockaddr_in6);
+	else
+		return;
+	memcpy(&a->ss, ci->client_addr, a->len);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct httpd *d = cls;
+	struct httpd_req *r = *con_cls;
+
+	(void)version;
+	if (r == NULL) {
+		const char *cl;
+
+		r = calloc(1, sizeof(*r));
+		if (r == NULL)
+			return MHD_NO;
+		r->d = d;
+		r->conn = conn;
+		r->method = method;
+		r->path = url;
+		peer_of(conn, &r->peer);
+		*con_cls = r;
+		/* Refuse an announced oversize body before reading it. */
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl != NULL && strtoull(cl, NULL, 10) > d->cfg.max_body)
+			r->too_big = true;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (r->too_big)
+			return MHD_YES;
+		if (n > d->cfg.max_body - r->body_len) {
+			r->too_big = true;
+			free(r->body);
+			r->body = NULL;
+			r->body_len = 0;
+			return MHD_YES;
+		}
+		if (r->body == NULL) {
+			r->body = malloc(d->cfg.max_body + 1);
+			if (r->body == NULL)
+				return MHD_NO;
+		}
+		memcpy(r->body + r->body_len, upload_data, n);
+		r->body_len += n;
+		return MHD_YES;
+	}
+	if (r->replied)
+		return MHD_YES;
+	if (r->too_big) {
+		char msg[64];
+
+		snprintf(msg, sizeof(msg), "body larger than %zu bytes", d->cfg.max_body);
+		return httpd_reply_error(r, 413, msg) == 0 ? MHD_YES : MHD_NO;
+	}
+	if (r->body != NULL)
+		r->body[r->body_len] = '\0';
+	d->handler(r, d->arg);
+	if (!r->replied)
+		httpd_reply_error(r, 500, "no response");
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct httpd_req *r = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (r == NULL)
+		return;
+	free(r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+const char *httpd_method(const struct httpd_req *r)
+{
+	return r->method;
+}
+
+const char *httpd_path(const struct httpd_req *r)
+{
+	return r->path;
+}
+
+const char *httpd_query(const struct httpd_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *httpd_header(const struct httpd_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const struct addr *httpd_peer(const struct httpd_req *r)
+{
+	return &r->peer;
+}
+
+const char *httpd_body(const struct httpd_req *r, size_t *len)
+{
+	if (len != NULL)
+		*len = r->body_len;
+	return r->body != NULL ? r->body : "";
+}
+
+int httpd_listen(struct addr *a)
+{
+	int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int on = 1, e;
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (a->ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+		goto fail;
+	if (listen(fd, 1024) < 0)
+		goto fail;
+	a->len = sizeof(a->ss);
+	if (getsockname(fd, (struct sockaddr *)&a->ss, &a->len) < 0)
+		goto fail;
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	return -e;
+}
+
+struct httpd *httpd_new_take(struct ev_loop *loop, int listen_fd, const struct httpd_cfg *cfg,
+			     httpd_handler *h, void *arg)
+{
+	struct httpd *d = calloc(1, sizeof(*d));
+	const union MHD_DaemonInfo *info;
+	int e;
+
+	if (d == NULL) {
+		close(listen_fd);
+		return NULL;
+	}
+	d->loop = loop;
+	d->cfg = *cfg;
+	d->handler = h;
+	d->arg = arg;
+	ev_timer_init(&d->timer);
+	d->mhd = MHD_start_daemon(
+		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		on_request, d, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned int)cfg->conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned int)cfg->per_ip_limit, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)cfg->conn_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)16384, MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, d, MHD_OPTION_END);
+	if (d->mhd == NULL) {
+		close(listen_fd);
+		free(d);
+		errno = EIO;
+		return NULL;
+	}
+	info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (info == NULL)
+		goto fail;
+	d->io = ev_io_add(loop, info->epoll_fd, EPOLLIN, on_mhd_io, d);
+	if (d->io == NULL)
+		goto fail;
+	if (ev_before_sleep_add(loop, before_sleep, d) < 0) {
+		errno = ENOSPC;
+		goto fail;
+	}
+	return d;
+fail:
+	e = errno;
+	httpd_free(d);
+	errno = e;
+	return NULL;
+}
+
+void httpd_free(struct httpd *d)
+{
+	if (d == NULL)
+		return;
+	ev_timer_stop(d->loop, &d->timer);
+	ev_io_del(d->io, false);
+	if (d->mhd != NULL)
+		MHD_stop_daemon(d->mhd);
+	ev_before_sleep_del(d->loop, before_sleep, d);
+	free(d);
+}

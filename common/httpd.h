@@ -1,0 +1,74 @@
+/*
+ * libmicrohttpd glued into the event loop.
+ *
+ * The daemon runs in external-epoll mode: its epoll fd is one more fd in our
+ * loop, MHD_run() is called when it is readable and when MHD's own timeout
+ * falls due (a before-sleep hook rearms the timer). The handler sees a whole
+ * request - method, path, headers, the peer and the body, already capped at
+ * max_body bytes (a bigger body gets 413 without reaching the handler) - and
+ * answers it with httpd_reply*() before returning.
+ */
+#ifndef HTTPD_H
+#define HTTPD_H
+
+#include <stddef.h>
+
+#include "addr.h"
+
+struct ev_loop;
+struct httpd;
+struct httpd_req;
+struct json_object;
+
+typedef void httpd_handler(struct httpd_req *req, void *arg);
+
+struct httpd_header {
+	const char *name, *value;
+};
+
+struct httpd_cfg {
+	size_t max_body;         /* bytes; larger bodies: 413 */
+	unsigned conn_limit;     /* concurrent connections */
+	unsigned per_ip_limit;   /* concurrent connections per IP, 0 = off */
+	unsigned conn_timeout_s; /* idle connections are closed after this */
+	/* Sent with every response; the array must outlive the daemon. */
+	const struct httpd_header *headers;
+	size_t nheaders;
+};
+
+/*
+ * Serves HTTP on listen_fd (bound and listening; the daemon takes it and
+ * closes it in httpd_free). Returns NULL, errno set, on failure (listen_fd
+ * is then closed too).
+ */
+struct httpd *httpd_new_take(struct ev_loop *loop, int listen_fd, const struct httpd_cfg *cfg,
+			     httpd_handler *h, void *arg);
+void httpd_free(struct httpd *d);
+
+/* Opens a TCP listening socket on a (port 0 = ephemeral) and reads the bound
+ * address back. Returns the fd or -errno. */
+int httpd_listen(struct addr *a);
+
+/* Request accessors; strings live until the reply is queued. */
+const char *httpd_method(const struct httpd_req *r);
+const char *httpd_path(const struct httpd_req *r);
+/* A query-string argument, or NULL. */
+const char *httpd_query(const struct httpd_req *r, const char *name);
+/* A request header (case-insensitive name), or NULL. */
+const char *httpd_header(const struct httpd_req *r, const char *name);
+const struct addr *httpd_peer(const struct httpd_req *r);
+/* The body, NUL-terminated; len may be NULL. */
+const char *httpd_body(const struct httpd_req *r, size_t *len);
+
+/* Adds a response header for this request (up to 8), before the reply. */
+int httpd_add_header(struct httpd_req *r, const char *name, const char *value);
+
+/* Queues a response with a copy of body. Returns 0 or -errno. */
+int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, const void *body,
+		size_t len);
+/* Queues obj serialised as compact JSON (obj stays the caller's). */
+int httpd_reply_json(struct httpd_req *r, unsigned status, struct json_object *obj);
+/* Queues {"error": msg} with the status. */
+int httpd_reply_error(struct httpd_req *r, unsigned status, const char *msg);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * Logging: one line per event on stderr.
+ *
+ * When stderr is the systemd journal (JOURNAL_STREAM names stderr's device and
+ * inode, or log_init() is told so) each line starts with the syslog priority
+ * "<N>" and carries no timestamp; otherwise it starts with an ISO-8601 UTC
+ * stamp. Lines read "event key=value ...". The level is tested before any
+ * formatting, so debug calls cost one branch when --debug is off.
+ */
+#ifndef LOG_H
+#define LOG_H
+
+#include <stdbool.h>
+
+enum log_level {
+	LOG_LEVEL_FATAL = 2, /* syslog LOG_CRIT */
+	LOG_LEVEL_ERR = 3,
+	LOG_LEVEL_WARN = 4,
+	LOG_LEVEL_INFO = 6,
+	LOG_LEVEL_DEBUG = 7,
+};
+
+enum log_target {
+	LOG_TARGET_AUTO = 0, /* journal if JOURNAL_STREAM matches stderr */
+	LOG_TARGET_PLAIN,
+	LOG_TARGET_JOURNAL,
+};
+
+/* Process-wide settings; the only globals we allow. */
+extern enum log_level log_max_level;
+
+/* Sets the threshold and where lines go; safe to call again (SIGHUP). */
+void log_init(enum log_level max, enum log_target target);
+bool log_is_journal(void);
+
+void log_emit(enum log_level lvl, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define log_enabled(lvl) ((lvl) <= log_max_level)
+
+/* log_warn appends ": strerror(errno)"; the x variants do not. */
+#define log_warn(...)                                                                              \
+	do {                                                                                       \
+		if (log_enabled(LOG_LEVEL_WARN))                                                   \
+			log_emit(LOG_LEVEL_WARN, errno, __VA_ARGS__);                              \
+	} while (0)
+#define log_warnx(...)                                                                             \
+	do {                                                                                       \
+		if (log_enabled(LOG_LEVEL_WARN))                                                   \
+			log_emit(LOG_LEVEL_WARN, 0, __VA_ARGS__);                                  \
+	} while (0)
+#define log_err(...) log_emit(LOG_LEVEL_ERR, 0, __VA_ARGS__)
+#define log_info(...)                                                                              \
+	do {                                                                                       \
+		if (log_enabled(LOG_LEVEL_INFO))                                                   \
+			log_emit(LOG_LEVEL_INFO, 0, __VA_ARGS__);                                  \
+	} while (0)
+#define log_debug(...)                                                                             \
+	do {                                                                                       \
+		if (log_enabled(LOG_LEVEL_DEBUG))                                                  \
+			log_emit(LOG_LEVEL_DEBUG, 0, __VA_ARGS__);                                 \
+	} while (0)
+
+/* An info line without the timestamp (a contract line such as "ready
+ * listen=..." that tests and scripts match from the start). */
+void log_bare(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Log at the fatal level, then exit(1). */
+_Noreturn void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void log_fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * A per-reason limiter for warnings caused by remote peers: at most one line
+ * per interval, reporting how many were suppressed in between.
+ */
+struct log_ratelimit {
+	long long next_ms;
+	unsigned long suppressed;
+};
+/* True when a line may be printed now; *suppressed gets the skipped count. */
+bool log_ratelimit_ok(struct log_ratelimit *rl, long long now_ms, long long interval_ms,
+		      unsigned long *suppressed);
+
+#endif

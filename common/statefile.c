@@ -1,0 +1,172 @@
+#include "statefile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int dir_of(const char *path, char *dir, size_t size)
+{
+	char tmp[PATH_MAX];
+	int n;
+
+	if (strlen(path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	strcpy(tmp, path);
+	n = snprintf(dir, size, "%s", dirname(tmp));
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int statefile_write(const char *path, const void *data, size_t len)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	int fd, dfd, r;
+
+	r = dir_of(path, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	r = snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
+	if (r < 0 || (size_t)r >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0640) < 0)
+		goto fail;
+	r = write_all(fd, data, len);
+	if (r < 0) {
+		errno = -r;
+		goto fail;
+	}
+	if (fsync(fd) < 0)
+		goto fail;
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0)
+		goto fail;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	r = fsync(dfd) < 0 ? -errno : 0;
+	close(dfd);
+	return r;
+fail:
+	r = -errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return r;
+}
+
+int statefile_read(const char *path, size_t max, char **out, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t got = 0;
+	int fd, r;
+
+	*out = NULL;
+	*len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		goto fail;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		goto fail;
+	}
+	if ((unsigned long long)st.st_size > max) {
+		errno = EFBIG;
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL)
+		goto fail;
+	/* Read to EOF with the cap in force, in case the file grows. */
+	for (;;) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size + 1 - got);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+		if (got > (size_t)st.st_size) {
+			errno = EFBIG;
+			goto fail;
+		}
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return 0;
+fail:
+	r = -errno;
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int statefile_quarantine(const char *path, char *newpath, size_t size)
+{
+	int n = snprintf(newpath, size, "%s.corrupt-%lld", path, (long long)time(NULL));
+
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	if (rename(path, newpath) < 0)
+		return -errno;
+	return 0;
+}
+
+int statefile_mkdirs(const char *dir)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(tmp))
+		return -EINVAL;
+	strcpy(tmp, dir);
+	for (size_t i = 1; i <= len; i++) {
+		if (tmp[i] != '/' && tmp[i] != '\0')
+			continue;
+		tmp[i] = '\0';
+		if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
+			return -errno;
+		tmp[i] = dir[i];
+	}
+	return 0;
+}

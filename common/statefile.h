@@ -1,0 +1,34 @@
+/*
+ * State files that survive crashes and full disks.
+ *
+ * statefile_write() writes a temporary file beside the target, fsyncs it,
+ * renames it over the target and fsyncs the directory: a reader sees the old
+ * file or the new one, never a mix. On any failure (ENOSPC, EACCES, ...)
+ * the temporary is removed and the old file is left as it was.
+ */
+#ifndef STATEFILE_H
+#define STATEFILE_H
+
+#include <stddef.h>
+
+/* Returns 0 or -errno. */
+int statefile_write(const char *path, const void *data, size_t len);
+
+/*
+ * Reads a whole file of at most max bytes into a malloc'd, NUL-terminated
+ * buffer (*out, owned by the caller). Returns 0, -ENOENT when missing,
+ * -EFBIG when larger than max, or another -errno.
+ */
+int statefile_read(const char *path, size_t max, char **out, size_t *len);
+
+/*
+ * Moves a file that failed validation aside, to "<path>.corrupt-<unix
+ * seconds>", so it is kept for a human but never loaded again. The new name
+ * goes to newpath. Returns 0 or -errno.
+ */
+int statefile_quarantine(const char *path, char *newpath, size_t size);
+
+/* Creates dir (and missing parents) with mode 0750. 0 or -errno. */
+int statefile_mkdirs(const char *dir);
+
+#endif

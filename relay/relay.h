@@ -1,0 +1,179 @@
+/*
+ * rally-relay: the shared context of the relay's modules.
+ *
+ * main.c builds a struct relay from the command line and wires the modules:
+ * relay_proxy.c (public socket, sessions, filter, limiter, ban check),
+ * relay_heartbeat.c (server probe and master heartbeats), relay_bans.c (ban
+ * table and its state file), relay_control.c (the HTTP control API).
+ */
+#ifndef RELAY_H
+#define RELAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "addr.h"
+#include "ev.h"
+
+#define RELAY_MAX_MASTERS (16)
+#define RELAY_HOST_MAX    (256)
+#define RELAY_TAG_MAX     (64)
+
+/* The seed's constants (etrelay ENGINE v2, "Constants"). */
+#define RELAY_SESSION_TIMEOUT_MS   (2 * 60 * 1000)
+#define RELAY_SESSION_QUEUE        (64)
+#define RELAY_MAX_SESSIONS         (2048)
+#define RELAY_MAX_PACKET           (65535)
+#define RELAY_QUERY_BURST          (5)
+#define RELAY_QUERY_RATE           (1)
+#define RELAY_MAX_QUERY_SOURCES    (65536)
+#define RELAY_QUERY_FORGET_MS      (60 * 1000)
+#define RELAY_PROBE_ATTEMPTS       (3)
+#define RELAY_PROBE_TIMEOUT_MS     (3000)
+#define RELAY_HEARTBEAT_INTERVAL_S (300)
+#define RELAY_MIN_TOKEN            (32)
+#define RELAY_MAX_BANS             (16384)
+/* Bytes held by all session queues together: keeps the worst case bounded
+ * (64 packets x 64 KiB x 2048 sessions would be 8 GiB). */
+#define RELAY_QUEUE_BYTES_MAX  (32u * 1024 * 1024)
+#define RELAY_CONTROL_RETRY_MS (10 * 1000)
+
+struct relay_master {
+	char host[RELAY_HOST_MAX];
+	uint16_t port;
+};
+
+struct relay_cfg {
+	struct addr listen;
+	char server_host[RELAY_HOST_MAX];
+	uint16_t server_port;
+	struct relay_master masters[RELAY_MAX_MASTERS];
+	size_t nmasters;
+	char heartbeat_tag[RELAY_TAG_MAX];
+	char flatline_tag[RELAY_TAG_MAX];
+	long long heartbeat_interval_ms;
+	bool control_on;
+	struct addr control;
+	char token_file[4096];
+	char state_dir[4096];
+	bool debug;
+	/* Test knobs; the seed's values by default. */
+	long long session_timeout_ms;
+	long long probe_timeout_ms;
+	unsigned max_sessions;
+};
+
+enum relay_drop {
+	DROP_FILTERED,
+	DROP_MALFORMED,
+	DROP_RATE_LIMITED,
+	DROP_BANNED,
+	DROP_QUEUE_FULL,
+	DROP_SESSION_CAP,
+	DROP_SEND_ERROR,
+	DROP_NREASONS
+};
+
+struct relay_stats {
+	uint64_t pkts_to_server, bytes_to_server;
+	uint64_t pkts_to_client, bytes_to_client;
+	uint64_t drops[DROP_NREASONS];
+	uint64_t sessions_opened, sessions_closed;
+	uint64_t state_write_errors;
+};
+
+struct relay_proxy;
+struct relay_heartbeat;
+struct relay_bans;
+struct relay_control;
+
+struct relay {
+	struct relay_cfg cfg;
+	struct ev_loop *loop;
+	struct addr server; /* resolved --server */
+	struct relay_stats st;
+	struct relay_proxy *proxy;
+	struct relay_heartbeat *hb;
+	struct relay_bans *bans;
+	struct relay_control *control;
+	bool stopping;
+};
+
+/* ---- relay_filter.c: the filter, pure ---- */
+
+enum relay_verdict {
+	VERDICT_GAME,     /* no out-of-band prefix: in-game traffic */
+	VERDICT_QUERY,    /* getstatus / getinfo: rate-limited */
+	VERDICT_PASS,     /* getchallenge, connect, PB_... */
+	VERDICT_FILTERED, /* any other command, rcon first */
+	VERDICT_MALFORMED /* shorter than the 4-byte prefix */
+};
+
+/* Classifies a client datagram; the first token goes to cmd when the packet
+ * is out-of-band (cmd[0] = '\0' otherwise). */
+enum relay_verdict relay_classify(const uint8_t *buf, size_t len, char *cmd, size_t cmd_size);
+const char *relay_drop_name(enum relay_drop d);
+
+/* ---- relay_proxy.c ---- */
+
+/* Binds the public socket; fills r->cfg.listen with the bound address. */
+int relay_proxy_new(struct relay *r);
+void relay_proxy_free(struct relay_proxy *p);
+/* Sends a datagram from the public socket (heartbeats). 0 or -errno. */
+int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const void *buf,
+			    size_t len);
+/* Closes every session of ip; returns how many. */
+size_t relay_proxy_close_ip(struct relay_proxy *p, const struct addr_ip *ip);
+size_t relay_proxy_session_count(const struct relay_proxy *p);
+size_t relay_proxy_ratelim_count(const struct relay_proxy *p);
+
+struct relay_session_info {
+	struct addr client;
+	uint16_t upstream_port;
+	long long age_ms, idle_ms;
+	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
+	unsigned queued;
+};
+/* Calls fn for each open session. */
+void relay_proxy_foreach(struct relay_proxy *p,
+			 void (*fn)(const struct relay_session_info *, void *), void *arg);
+
+/* ---- relay_heartbeat.c ---- */
+
+int relay_heartbeat_new(struct relay *r);
+void relay_heartbeat_free(struct relay_heartbeat *hb);
+/* Sends the flatline to every master, then calls done (from the loop),
+ * within about 2.5 s whatever DNS does. */
+void relay_heartbeat_shutdown(struct relay_heartbeat *hb, void (*done)(void *), void *arg);
+/* Appends Prometheus lines for heartbeats. */
+struct strbuf;
+void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *out);
+
+/* ---- relay_bans.c ---- */
+
+/* Loads <state-dir>/bans.json; a corrupt file is a start-up error (the
+ * message is logged, the file left untouched): returns -EBADMSG. */
+int relay_bans_new(struct relay *r);
+void relay_bans_free(struct relay_bans *b);
+/* True if ip is banned now (expired bans are dropped and saved). */
+bool relay_bans_check(struct relay_bans *b, const struct addr_ip *ip);
+/* SIGHUP: reloads the file; keeps the current bans if it is corrupt. */
+int relay_bans_reload(struct relay_bans *b);
+struct banlist *relay_bans_list(struct relay_bans *b);
+/* Saves after a change; 0 or -errno (logged, counted). */
+int relay_bans_save(struct relay_bans *b);
+const char *relay_bans_path(const struct relay_bans *b);
+
+/* ---- relay_control.c ---- */
+
+/* Starts the control API (retrying the bind every 10 s while the address
+ * is not available). Returns 0 or a fatal -errno (bad token file). */
+int relay_control_new(struct relay *r);
+void relay_control_free(struct relay_control *c);
+/* True once listening; addr gets the bound address. */
+bool relay_control_bound(const struct relay_control *c, struct addr *addr);
+/* SIGHUP: re-reads the token file (keeps the old token on error). */
+int relay_control_reload(struct relay_control *c);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * The filter: only what clients and masters send a server gets through,
+ * judged on the first word as the server tokenizes it (see common/q3.h).
+ */
+#include <string.h>
+
+#include "q3.h"
+#include "relay.h"
+
+enum relay_verdict relay_classify(const uint8_t *buf, size_t len, char *cmd, size_t cmd_size)
+{
+	cmd[0] = '\0';
+	/* The engine reads a 4-byte sequence (or the OOB marker) first; a
+	 * shorter datagram is nothing a server can use. */
+	if (len < Q3_OOB_PREFIX_LEN)
+		return VERDICT_MALFORMED;
+	if (!q3_is_oob(buf, len))
+		return VERDICT_GAME;
+	/*
+	 * ET's SV_ConnectionlessPacket hands PunkBuster anything whose raw
+	 * bytes after the marker start with "PB_" (a case-sensitive strncmp
+	 * on msg->data[4], before tokenizing).
+	 */
+	if (len >= Q3_OOB_PREFIX_LEN + 3 && memcmp(buf + Q3_OOB_PREFIX_LEN, "PB_", 3) == 0) {
+		q3_oob_command(buf, len, cmd, cmd_size);
+		return VERDICT_PASS;
+	}
+	q3_oob_command(buf, len, cmd, cmd_size);
+	if (q3_cmd_eq(cmd, "getstatus") || q3_cmd_eq(cmd, "getinfo"))
+		return VERDICT_QUERY;
+	if (q3_cmd_eq(cmd, "getchallenge") || q3_cmd_eq(cmd, "connect"))
+		return VERDICT_PASS;
+	return VERDICT_FILTERED;
+}
+
+const char *relay_drop_name(enum relay_drop d)
+{
+	static const char *const names[DROP_NREASONS] = {
+		[DROP_FILTERED] = "filtered",         [DROP_MALFORMED] = "malformed",
+		[DROP_RATE_LIMITED] = "rate_limited", [DROP_BANNED] = "banned",
+		[DROP_QUEUE_FULL] = "queue_full",     [DROP_SESSION_CAP] = "session_cap",
+		[DROP_SEND_ERROR] = "send_error",
+	};
+
+	return (unsigned)d < DROP_NREASONS ? names[d] : "unknown";
+}

@@ -1,0 +1,422 @@
+/*
+ * Heartbeats on the server's behalf.
+ *
+ * Every interval: probe the server with "getinfo <challenge>" from a socket
+ * of our own (up to 3 attempts of 3 s; one lost packet must not flatline the
+ * server) while the worker thread resolves every master again (DNS may
+ * change). When both are done, send "heartbeat <tag>" - or the flatline tag
+ * if the server never answered - to each master from the public socket, so
+ * the master challenges the public address and lists it. The flatline also
+ * goes out on a clean shutdown.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "info.h"
+#include "log.h"
+#include "q3.h"
+#include "relay.h"
+#include "strbuf.h"
+
+#define SHUTDOWN_WAIT_MS (2500)
+
+enum hb_outcome { HB_ALIVE, HB_FLATLINE, HB_RESOLVE_ERROR, HB_SEND_ERROR, HB_NOUTCOMES };
+
+static const char *const outcome_names[HB_NOUTCOMES] = {"heartbeat", "flatline", "resolve_error",
+							"send_error"};
+
+struct resolve_job {
+	struct relay_heartbeat *hb; /* NULL once the module is gone */
+	int family;
+	size_t n;
+	struct relay_master masters[RELAY_MAX_MASTERS];
+	struct addr out[RELAY_MAX_MASTERS];
+	bool ok[RELAY_MAX_MASTERS];
+	int gai_err[RELAY_MAX_MASTERS];
+};
+
+struct relay_heartbeat {
+	struct relay *r;
+	int fd;
+	struct ev_io *io;
+	struct ev_timer cycle_timer, probe_timer, shutdown_timer;
+	bool in_cycle, probe_done, resolve_done, alive, ever_probed;
+	unsigned attempt;
+	char challenge[16];
+	struct resolve_job *job;
+
+	/* Last good resolution of each master, for the shutdown flatline. */
+	struct addr cache[RELAY_MAX_MASTERS];
+	bool cached[RELAY_MAX_MASTERS];
+
+	uint64_t count[RELAY_MAX_MASTERS][HB_NOUTCOMES];
+
+	bool shutting_down;
+	void (*shutdown_done)(void *);
+	void *shutdown_arg;
+};
+
+static void start_cycle(struct relay_heartbeat *hb);
+
+static const char *server_name(const struct relay_heartbeat *hb, char *buf, size_t size)
+{
+	return addr_str(&hb->r->server, buf, size);
+}
+
+/* ---- sending ---- */
+
+static void send_all(struct relay_heartbeat *hb, const char *tag, const struct addr *addrs,
+		     const bool *have)
+{
+	struct relay_cfg *c = &hb->r->cfg;
+	uint8_t pkt[Q3_OOB_PREFIX_LEN + 16 + RELAY_TAG_MAX];
+	char text[16 + RELAY_TAG_MAX];
+	enum hb_outcome good = strcmp(tag, c->heartbeat_tag) == 0 ? HB_ALIVE : HB_FLATLINE;
+	int tn = snprintf(text, sizeof(text), "heartbeat %s\n", tag);
+	int len = q3_oob_build(pkt, sizeof(pkt), text, (size_t)tn);
+
+	for (size_t i = 0; i < c->nmasters; i++) {
+		char a[ADDR_STRLEN];
+		int r;
+
+		if (!have[i]) {
+			hb->count[i][HB_RESOLVE_ERROR]++;
+			continue;
+		}
+		r = relay_proxy_send_public(hb->r->proxy, &addrs[i], pkt, (size_t)len);
+		if (r < 0) {
+			hb->count[i][HB_SEND_ERROR]++;
+			errno = -r;
+			log_warn("heartbeat-send-fail master=%s:%u addr=%s", c->masters[i].host,
+				 c->masters[i].port, addr_str(&addrs[i], a, sizeof(a)));
+			continue;
+		}
+		hb->count[i][good]++;
+		log_debug("heartbeat %s -> %s:%u (%s)", tag, c->masters[i].host, c->masters[i].port,
+			  addr_str(&addrs[i], a, sizeof(a)));
+	}
+}
+
+static void finish_cycle(struct relay_heartbeat *hb)
+{
+	struct resolve_job *job = hb->job;
+	const struct relay_cfg *c = &hb->r->cfg;
+
+	if (!hb->probe_done || !hb->resolve_done || hb->shutting_down)
+		return;
+	hb->job = NULL;
+	hb->in_cycle = false;
+	for (size_t i = 0; i < c->nmasters; i++) {
+		if (job->ok[i]) {
+			hb->cache[i] = job->out[i];
+			hb->cached[i] = true;
+		} else {
+			log_warnx("master-resolve-fail master=%s:%u error=\"%s\"",
+				  c->masters[i].host, c->masters[i].port,
+				  gai_strerror(job->gai_err[i]));
+		}
+	}
+	send_all(hb, hb->alive ? c->heartbeat_tag : c->flatline_tag, job->out, job->ok);
+	free(job);
+}
+
+/* ---- resolving, on the worker thread ---- */
+
+static void resolve_work(void *arg)
+{
+	struct resolve_job *job = arg;
+
+	for (size_t i = 0; i < job->n; i++) {
+		struct addr all[8];
+		int n = addr_resolve(job->masters[i].host, job->masters[i].port, all, 8,
+				     &job->gai_err[i]);
+
+		job->ok[i] = false;
+		for (int k = 0; k < n; k++) {
+			if (addr_family(&all[k]) == job->family) {
+				job->out[i] = all[k];
+				job->ok[i] = true;
+				break;
+			}
+		}
+		if (n > 0 && !job->ok[i])
+			job->gai_err[i] = EAI_ADDRFAMILY;
+	}
+}
+
+static void send_shutdown_flatline(struct relay_heartbeat *hb);
+
+static void resolve_done(void *arg, bool cancelled)
+{
+	struct resolve_job *job = arg;
+	struct relay_heartbeat *hb = job->hb;
+
+	if (hb == NULL || cancelled) {
+		if (hb != NULL)
+			hb->job = NULL;
+		free(job);
+		return;
+	}
+	hb->resolve_done = true;
+	if (hb->shutting_down) {
+		for (size_t i = 0; i < job->n; i++) {
+			if (job->ok[i]) {
+				hb->cache[i] = job->out[i];
+				hb->cached[i] = true;
+			}
+		}
+		hb->job = NULL;
+		free(job);
+		send_shutdown_flatline(hb);
+		return;
+	}
+	finish_cycle(hb);
+}
+
+static int submit_resolve(struct relay_heartbeat *hb)
+{
+	struct resolve_job *job = calloc(1, sizeof(*job));
+	int r;
+
+	if (job == NULL)
+		return -ENOMEM;
+	job->hb = hb;
+	job->family = addr_family(&hb->r->cfg.listen);
+	job->n = hb->r->cfg.nmasters;
+	memcpy(job->masters, hb->r->cfg.masters, sizeof(job->masters));
+	r = ev_work_submit(hb->r->loop, resolve_work, resolve_done, job);
+	if (r < 0) {
+		free(job);
+		return r;
+	}
+	hb->job = job;
+	return 0;
+}
+
+/* ---- probing the server ---- */
+
+static void probe_finish(struct relay_heartbeat *hb, bool alive)
+{
+	char a[ADDR_STRLEN];
+
+	ev_timer_stop(hb->r->loop, &hb->probe_timer);
+	if (hb->ever_probed && alive != hb->alive) {
+		if (alive)
+			log_info("server-up server=%s", server_name(hb, a, sizeof(a)));
+		else
+			log_warnx("server-down server=%s attempts=%u",
+				  server_name(hb, a, sizeof(a)), hb->attempt);
+	} else if (!hb->ever_probed && !alive) {
+		log_warnx("server-down server=%s attempts=%u", server_name(hb, a, sizeof(a)),
+			  hb->attempt);
+	}
+	hb->alive = alive;
+	hb->ever_probed = true;
+	hb->probe_done = true;
+	finish_cycle(hb);
+}
+
+static void probe_send(struct relay_heartbeat *hb);
+
+static void on_probe_timeout(struct ev_timer *t, void *arg)
+{
+	struct relay_heartbeat *hb = arg;
+
+	(void)t;
+	if (hb->attempt >= RELAY_PROBE_ATTEMPTS) {
+		probe_finish(hb, false);
+		return;
+	}
+	probe_send(hb);
+}
+
+static void probe_send(struct relay_heartbeat *hb)
+{
+	uint8_t pkt[64];
+	char text[48];
+	int n = snprintf(text, sizeof(text), "getinfo %s\n", hb->challenge);
+	int len = q3_oob_build(pkt, sizeof(pkt), text, (size_t)n);
+
+	hb->attempt++;
+	/* A refused send (server port closed) counts as a lost attempt. */
+	(void)!send(hb->fd, pkt, (size_t)len, 0);
+	ev_timer_start(hb->r->loop, &hb->probe_timer, hb->r->cfg.probe_timeout_ms, on_probe_timeout,
+		       hb);
+}
+
+static void on_probe_reply(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct relay_heartbeat *hb = arg;
+	uint8_t buf[RELAY_MAX_PACKET + 1];
+	struct q3_args args;
+
+	(void)events;
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(ev_io_fd(io), buf, sizeof(buf), MSG_DONTWAIT);
+		const char *val;
+		size_t vlen, off;
+
+		if (n < 0)
+			return;
+		if (hb->probe_done || (size_t)n > RELAY_MAX_PACKET ||
+		    q3_oob_tokenize(buf, (size_t)n, &args) < 1 ||
+		    !q3_cmd_eq(q3_argv(&args, 0), "infoResponse"))
+			continue;
+		off = Q3_OOB_PREFIX_LEN + args.consumed;
+		/* Only the answer to this cycle's challenge proves it alive. */
+		if (info_get((const char *)buf + off, (size_t)n - off, "challenge", &val, &vlen) ==
+			    0 &&
+		    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0)
+			probe_finish(hb, true);
+	}
+}
+
+/* ---- the cycle ---- */
+
+static void on_cycle(struct ev_timer *t, void *arg)
+{
+	struct relay_heartbeat *hb = arg;
+
+	(void)t;
+	start_cycle(hb);
+}
+
+static void start_cycle(struct relay_heartbeat *hb)
+{
+	uint8_t rnd[6];
+
+	ev_timer_start(hb->r->loop, &hb->cycle_timer, hb->r->cfg.heartbeat_interval_ms, on_cycle,
+		       hb);
+	if (hb->in_cycle || hb->r->cfg.nmasters == 0)
+		return;
+	hb->in_cycle = true;
+	hb->probe_done = hb->resolve_done = false;
+	hb->attempt = 0;
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(hb->challenge, sizeof(hb->challenge), rnd, sizeof(rnd));
+	if (submit_resolve(hb) < 0) {
+		log_warnx("master-resolve-fail error=\"cannot start the resolver\"");
+		hb->in_cycle = false;
+		return;
+	}
+	probe_send(hb);
+}
+
+/* ---- shutdown ---- */
+
+static void shutdown_complete(struct relay_heartbeat *hb)
+{
+	void (*done)(void *) = hb->shutdown_done;
+
+	ev_timer_stop(hb->r->loop, &hb->shutdown_timer);
+	hb->shutdown_done = NULL;
+	if (done != NULL)
+		done(hb->shutdown_arg);
+}
+
+static void send_shutdown_flatline(struct relay_heartbeat *hb)
+{
+	if (hb->shutdown_done == NULL)
+		return;
+	send_all(hb, hb->r->cfg.flatline_tag, hb->cache, hb->cached);
+	shutdown_complete(hb);
+}
+
+static void on_shutdown_timeout(struct ev_timer *t, void *arg)
+{
+	(void)t;
+	/* DNS did not answer in time: use what we resolved before. */
+	send_shutdown_flatline(arg);
+}
+
+void relay_heartbeat_shutdown(struct relay_heartbeat *hb, void (*done)(void *), void *arg)
+{
+	bool all = true;
+
+	hb->shutting_down = true;
+	hb->shutdown_done = done;
+	hb->shutdown_arg = arg;
+	ev_timer_stop(hb->r->loop, &hb->cycle_timer);
+	ev_timer_stop(hb->r->loop, &hb->probe_timer);
+	for (size_t i = 0; i < hb->r->cfg.nmasters; i++)
+		all = all && hb->cached[i];
+	if (all) {
+		send_shutdown_flatline(hb);
+		return;
+	}
+	ev_timer_start(hb->r->loop, &hb->shutdown_timer, SHUTDOWN_WAIT_MS, on_shutdown_timeout, hb);
+	/* A cycle's resolution in flight will do; otherwise start one. */
+	if (hb->job == NULL && submit_resolve(hb) < 0)
+		send_shutdown_flatline(hb);
+}
+
+void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *out)
+{
+	const struct relay_cfg *c = &hb->r->cfg;
+
+	strbuf_printf(out, "# HELP rally_relay_heartbeats_total Heartbeats by master and outcome.\n"
+			   "# TYPE rally_relay_heartbeats_total counter\n");
+	for (size_t i = 0; i < c->nmasters; i++) {
+		for (int o = 0; o < HB_NOUTCOMES; o++)
+			strbuf_printf(out,
+				      "rally_relay_heartbeats_total{master=\"%s:%u\",outcome=\"%"
+				      "s\"} %llu\n",
+				      c->masters[i].host, c->masters[i].port, outcome_names[o],
+				      (unsigned long long)hb->count[i][o]);
+	}
+	strbuf_printf(
+		out,
+		"# HELP rally_relay_server_up 1 if the last probe of the server was answered.\n"
+		"# TYPE rally_relay_server_up gauge\nrally_relay_server_up %d\n",
+		hb->alive ? 1 : 0);
+}
+
+int relay_heartbeat_new(struct relay *r)
+{
+	struct relay_heartbeat *hb = calloc(1, sizeof(*hb));
+	int e;
+
+	if (hb == NULL)
+		return -ENOMEM;
+	hb->r = r;
+	ev_timer_init(&hb->cycle_timer);
+	ev_timer_init(&hb->probe_timer);
+	ev_timer_init(&hb->shutdown_timer);
+	hb->fd = socket(r->server.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (hb->fd < 0 ||
+	    connect(hb->fd, (const struct sockaddr *)&r->server.ss, r->server.len) < 0)
+		goto fail;
+	hb->io = ev_io_add(r->loop, hb->fd, EPOLLIN, on_probe_reply, hb);
+	if (hb->io == NULL)
+		goto fail;
+	r->hb = hb;
+	/* The first cycle runs at once, so the server is listed quickly. */
+	start_cycle(hb);
+	return 0;
+fail:
+	e = errno;
+	if (hb->fd >= 0)
+		close(hb->fd);
+	free(hb);
+	return -e;
+}
+
+void relay_heartbeat_free(struct relay_heartbeat *hb)
+{
+	if (hb == NULL)
+		return;
+	ev_timer_stop(hb->r->loop, &hb->cycle_timer);
+	ev_timer_stop(hb->r->loop, &hb->probe_timer);
+	ev_timer_stop(hb->r->loop, &hb->shutdown_timer);
+	if (hb->job != NULL)
+		hb->job->hb = NULL;
+	ev_io_del(hb->io, true);
+	free(hb);
+}

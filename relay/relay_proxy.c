@@ -1,0 +1,586 @@
+/*
+ * The proxy: one public UDP socket, one connected upstream socket per client
+ * address.
+ *
+ * client -> public socket (recvmmsg, up to 64 per wakeup) -> size check ->
+ * ban check -> filter -> query limiter -> session lookup/creation -> send()
+ * on the session's upstream socket (or its queue when the kernel says
+ * EAGAIN). server -> upstream socket (recvmmsg) -> a batch of answers sent
+ * from the public socket with sendmmsg, so they come from the public port.
+ *
+ * Sessions live in a bounded table ordered by last activity either way;
+ * idle ones are closed from the old end after SESSION_TIMEOUT.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "banlist.h"
+#include "htab.h"
+#include "log.h"
+#include "q3.h"
+#include "ratelim.h"
+#include "relay.h"
+
+#define BATCH    (64)
+#define BUF_SIZE (RELAY_MAX_PACKET + 1) /* one more, to see oversize */
+#define CMD_MAX  (64)
+
+struct qpkt {
+	uint32_t len;
+	uint8_t data[];
+};
+
+struct session {
+	struct addr client;
+	struct relay_proxy *p;
+	struct ev_io *io;
+	uint16_t upstream_port;
+	long long created_ms, last_ms;
+	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
+	/* Packets for the server that met a full socket buffer. */
+	struct qpkt *q[RELAY_SESSION_QUEUE];
+	unsigned qhead, qlen;
+};
+
+struct relay_proxy {
+	struct relay *r;
+	int fd;
+	struct ev_io *io;
+	struct htab *sessions;
+	struct ratelim *queries;
+	struct ev_timer sweep;
+	size_t queued_bytes;
+
+	/* Receive batch of the public socket. */
+	struct mmsghdr in_msgs[BATCH];
+	struct iovec in_iov[BATCH];
+	struct addr in_addr[BATCH];
+	uint8_t *in_bufs;
+
+	/* Answers waiting to leave from the public socket. */
+	struct mmsghdr out_msgs[BATCH];
+	struct iovec out_iov[BATCH];
+	struct addr out_addr[BATCH];
+	uint8_t *out_bufs;
+	unsigned nout;
+
+	struct log_ratelimit warn_send, warn_sock;
+};
+
+static void session_close(struct relay_proxy *p, struct session *s, const char *why);
+
+static void drop(struct relay_proxy *p, enum relay_drop why)
+{
+	p->r->st.drops[why]++;
+}
+
+/* ---- answers: server -> public socket -> client ---- */
+
+static void flush_out(struct relay_proxy *p)
+{
+	unsigned sent = 0;
+
+	while (sent < p->nout) {
+		int n = sendmmsg(p->fd, p->out_msgs + sent, p->nout - sent, 0);
+
+		if (n < 0) {
+			unsigned long sup;
+
+			if (errno == EINTR)
+				continue;
+			/* The datagram at `sent` failed; count it, go on. */
+			if (errno != EAGAIN && errno != ENOBUFS &&
+			    log_ratelimit_ok(&p->warn_send, ev_now(p->r->loop), 10000, &sup))
+				log_warn("send-fail dir=to-client suppressed=%lu", sup);
+			drop(p, DROP_SEND_ERROR);
+			sent++;
+			continue;
+		}
+		for (unsigned i = sent; i < sent + (unsigned)n; i++) {
+			p->r->st.pkts_to_client++;
+			p->r->st.bytes_to_client += p->out_msgs[i].msg_len;
+		}
+		sent += (unsigned)n;
+	}
+	p->nout = 0;
+}
+
+static void before_sleep(void *arg)
+{
+	struct relay_proxy *p = arg;
+
+	if (p->nout > 0)
+		flush_out(p);
+}
+
+static void log_oob(const struct session *s, const char *dir, const uint8_t *buf, size_t len)
+{
+	char a[ADDR_STRLEN], cmd[CMD_MAX];
+
+	if (!q3_is_oob(buf, len))
+		return;
+	q3_oob_command(buf, len, cmd, sizeof(cmd));
+	log_debug("%s %s ET  %s (%zu B)", addr_str(&s->client, a, sizeof(a)), dir, cmd, len);
+}
+
+static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct session *s = arg;
+	struct relay_proxy *p = s->p;
+
+	if (events & EPOLLOUT) {
+		/* Drain the queue toward the server. */
+		while (s->qlen > 0) {
+			struct qpkt *q = s->q[s->qhead];
+
+			if (send(ev_io_fd(io), q->data, q->len, 0) < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					break;
+				drop(p, DROP_SEND_ERROR);
+			} else {
+				s->pkts_in++;
+				s->bytes_in += q->len;
+				p->r->st.pkts_to_server++;
+				p->r->st.bytes_to_server += q->len;
+			}
+			p->queued_bytes -= q->len;
+			free(q);
+			s->qhead = (s->qhead + 1) % RELAY_SESSION_QUEUE;
+			s->qlen--;
+		}
+		if (s->qlen == 0)
+			ev_io_mod(io, EPOLLIN);
+	}
+	if (events & (EPOLLIN | EPOLLERR)) {
+		unsigned room, base;
+		int n;
+
+		if (p->nout == BATCH)
+			flush_out(p);
+		base = p->nout;
+		room = BATCH - base;
+		for (unsigned k = base; k < BATCH; k++) {
+			p->out_iov[k].iov_len = BUF_SIZE;
+			p->out_msgs[k].msg_hdr.msg_name = NULL;
+			p->out_msgs[k].msg_hdr.msg_namelen = 0;
+		}
+		/* One syscall takes what is there (up to the batch's room);
+		 * epoll is level-triggered, so any rest wakes us again. */
+		n = recvmmsg(ev_io_fd(io), p->out_msgs + base, room, MSG_DONTWAIT, NULL);
+		if (n <= 0) {
+			/* ECONNREFUSED: ICMP from a server that is not there
+			 * (yet); transient on a connected UDP socket. */
+			return;
+		}
+		for (unsigned i = base; i < base + (unsigned)n; i++) {
+			unsigned k = p->nout;
+			size_t len = p->out_msgs[i].msg_len;
+			uint8_t *data = p->out_bufs + (size_t)i * BUF_SIZE;
+
+			if (p->out_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+				/* Cannot happen below 65,536 bytes of UDP
+				 * payload; never forward a cut datagram. */
+				drop(p, DROP_MALFORMED);
+				continue;
+			}
+			if (k != i)
+				memmove(p->out_bufs + (size_t)k * BUF_SIZE, data, len);
+			s->pkts_out++;
+			s->bytes_out += len;
+			if (log_enabled(LOG_LEVEL_DEBUG))
+				log_oob(s, "<-", p->out_bufs + (size_t)k * BUF_SIZE, len);
+			p->out_addr[k] = s->client;
+			p->out_iov[k].iov_len = len;
+			p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
+			p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
+			p->nout++;
+		}
+		s->last_ms = ev_now(p->r->loop);
+		htab_touch(p->sessions, s);
+	}
+}
+
+/* ---- sessions ---- */
+
+static void session_free_queue(struct relay_proxy *p, struct session *s)
+{
+	while (s->qlen > 0) {
+		struct qpkt *q = s->q[s->qhead];
+
+		p->queued_bytes -= q->len;
+		free(q);
+		s->qhead = (s->qhead + 1) % RELAY_SESSION_QUEUE;
+		s->qlen--;
+	}
+}
+
+static void session_close(struct relay_proxy *p, struct session *s, const char *why)
+{
+	char a[ADDR_STRLEN];
+
+	ev_io_del(s->io, true);
+	session_free_queue(p, s);
+	p->r->st.sessions_closed++;
+	htab_remove(p->sessions, s);
+	log_debug("session - %s (%zu active) reason=%s in=%llu/%lluB out=%llu/%lluB",
+		  addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
+		  (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
+		  (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out);
+}
+
+/* Closes sessions idle for SESSION_TIMEOUT, oldest first. */
+static void expire_sessions(struct relay_proxy *p, long long now)
+{
+	struct session *s;
+
+	while ((s = htab_oldest(p->sessions)) != NULL &&
+	       now - s->last_ms >= p->r->cfg.session_timeout_ms)
+		session_close(p, s, "idle");
+}
+
+static void on_sweep(struct ev_timer *t, void *arg)
+{
+	struct relay_proxy *p = arg;
+	long long now = ev_now(p->r->loop);
+
+	expire_sessions(p, now);
+	ratelim_expire(p->queries, now);
+	ev_timer_start(p->r->loop, t, 1000, on_sweep, p);
+}
+
+static struct session *session_open(struct relay_proxy *p, const struct addr *client,
+				    const struct addr_key *key)
+{
+	struct relay *r = p->r;
+	struct session *s;
+	struct addr local;
+	int fd;
+
+	expire_sessions(p, ev_now(r->loop));
+	if (htab_count(p->sessions) >= r->cfg.max_sessions) {
+		drop(p, DROP_SESSION_CAP);
+		return NULL;
+	}
+	fd = socket(r->server.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	if (connect(fd, (const struct sockaddr *)&r->server.ss, r->server.len) < 0)
+		goto fail_fd;
+	local.len = sizeof(local.ss);
+	if (getsockname(fd, (struct sockaddr *)&local.ss, &local.len) < 0)
+		goto fail_fd;
+	s = htab_insert(p->sessions, key, false, NULL);
+	if (s == NULL)
+		goto fail_fd;
+	s->io = ev_io_add(r->loop, fd, EPOLLIN, on_upstream, s);
+	if (s->io == NULL) {
+		htab_remove(p->sessions, s);
+		goto fail_fd;
+	}
+	s->p = p;
+	s->client = *client;
+	s->upstream_port = addr_port(&local);
+	s->created_ms = s->last_ms = ev_now(r->loop);
+	r->st.sessions_opened++;
+	if (log_enabled(LOG_LEVEL_DEBUG)) {
+		char a[ADDR_STRLEN];
+
+		log_debug("session + %s (%zu active) upstream-port=%u",
+			  addr_str(client, a, sizeof(a)), htab_count(p->sessions),
+			  s->upstream_port);
+	}
+	return s;
+fail_fd:
+	close(fd);
+fail : {
+	unsigned long sup;
+
+	/* EMFILE and friends: count as the cap, say it once in a while. */
+	if (log_ratelimit_ok(&p->warn_sock, ev_now(r->loop), 10000, &sup))
+		log_warn("session-fail suppressed=%lu", sup);
+	drop(p, DROP_SESSION_CAP);
+}
+	return NULL;
+}
+
+static void session_send(struct relay_proxy *p, struct session *s, const uint8_t *buf, size_t len)
+{
+	struct qpkt *q;
+
+	if (s->qlen == 0) {
+		if (send(ev_io_fd(s->io), buf, len, 0) >= 0) {
+			s->pkts_in++;
+			s->bytes_in += len;
+			p->r->st.pkts_to_server++;
+			p->r->st.bytes_to_server += len;
+			return;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			/* ECONNREFUSED (server down) and the like. */
+			drop(p, DROP_SEND_ERROR);
+			return;
+		}
+	}
+	if (s->qlen == RELAY_SESSION_QUEUE || len > RELAY_QUEUE_BYTES_MAX - p->queued_bytes) {
+		drop(p, DROP_QUEUE_FULL);
+		return;
+	}
+	q = malloc(sizeof(*q) + len);
+	if (q == NULL) {
+		drop(p, DROP_QUEUE_FULL);
+		return;
+	}
+	q->len = (uint32_t)len;
+	memcpy(q->data, buf, len);
+	s->q[(s->qhead + s->qlen) % RELAY_SESSION_QUEUE] = q;
+	s->qlen++;
+	p->queued_bytes += len;
+	ev_io_mod(s->io, EPOLLIN | EPOLLOUT);
+}
+
+/* ---- requests: client -> public socket -> session ---- */
+
+static void handle_client(struct relay_proxy *p, const struct addr *from, const uint8_t *buf,
+			  size_t len)
+{
+	struct relay *r = p->r;
+	struct session *s;
+	struct addr_key key;
+	char cmd[CMD_MAX];
+	enum relay_verdict v;
+
+	/* Bans come first, before any parsing or lookup. */
+	if (banlist_count(relay_bans_list(r->bans)) > 0) {
+		struct addr_ip ip;
+
+		addr_to_ip(from, &ip);
+		if (relay_bans_check(r->bans, &ip)) {
+			drop(p, DROP_BANNED);
+			return;
+		}
+	}
+	v = relay_classify(buf, len, cmd, sizeof(cmd));
+	switch (v) {
+	case VERDICT_MALFORMED:
+		drop(p, DROP_MALFORMED);
+		return;
+	case VERDICT_FILTERED:
+		drop(p, DROP_FILTERED);
+		if (log_enabled(LOG_LEVEL_DEBUG)) {
+			char a[ADDR_STRLEN];
+
+			log_debug("%s -> ET  %s (%zu B) dropped=filtered",
+				  addr_str(from, a, sizeof(a)), cmd, len);
+		}
+		return;
+	case VERDICT_QUERY: {
+		struct addr_ip ip;
+
+		addr_to_ip(from, &ip);
+		if (!ratelim_check(p->queries, &ip, ev_now(r->loop))) {
+			drop(p, DROP_RATE_LIMITED);
+			if (log_enabled(LOG_LEVEL_DEBUG)) {
+				char a[ADDR_STRLEN];
+
+				log_debug("%s -> ET  %s (%zu B) dropped=rate_limited",
+					  addr_str(from, a, sizeof(a)), cmd, len);
+			}
+			return;
+		}
+		break;
+	}
+	case VERDICT_GAME:
+	case VERDICT_PASS:
+		break;
+	}
+	addr_to_key(from, &key);
+	s = htab_get(p->sessions, &key);
+	if (s == NULL) {
+		s = session_open(p, from, &key);
+		if (s == NULL)
+			return;
+	} else {
+		htab_touch(p->sessions, s);
+	}
+	s->last_ms = ev_now(r->loop);
+	if (v != VERDICT_GAME && log_enabled(LOG_LEVEL_DEBUG)) {
+		char a[ADDR_STRLEN];
+
+		log_debug("%s -> ET  %s (%zu B)", addr_str(from, a, sizeof(a)), cmd, len);
+	}
+	session_send(p, s, buf, len);
+}
+
+static void on_public(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct relay_proxy *p = arg;
+	int n;
+
+	(void)events;
+	for (unsigned i = 0; i < BATCH; i++) {
+		p->in_msgs[i].msg_hdr.msg_namelen = sizeof(p->in_addr[i].ss);
+		p->in_msgs[i].msg_hdr.msg_flags = 0;
+	}
+	/* At most one batch per wakeup: the sessions get their turn. */
+	n = recvmmsg(ev_io_fd(io), p->in_msgs, BATCH, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		struct mmsghdr *m = &p->in_msgs[i];
+
+		if (p->r->stopping)
+			break;
+		p->in_addr[i].len = m->msg_hdr.msg_namelen;
+		if ((m->msg_hdr.msg_flags & MSG_TRUNC) || m->msg_len > RELAY_MAX_PACKET) {
+			drop(p, DROP_MALFORMED);
+			continue;
+		}
+		handle_client(p, &p->in_addr[i], p->in_bufs + (size_t)i * BUF_SIZE, m->msg_len);
+	}
+}
+
+/* ---- the module ---- */
+
+int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const void *buf,
+			    size_t len)
+{
+	if (sendto(p->fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
+		return -errno;
+	return 0;
+}
+
+size_t relay_proxy_close_ip(struct relay_proxy *p, const struct addr_ip *ip)
+{
+	struct session *s = htab_oldest(p->sessions);
+	size_t n = 0;
+
+	/* XXX: O(sessions); bans are rare and sessions at most 2048. */
+	while (s != NULL) {
+		struct session *next = htab_newer(p->sessions, s);
+		struct addr_ip sip;
+
+		addr_to_ip(&s->client, &sip);
+		if (memcmp(sip.b, ip->b, sizeof(sip.b)) == 0) {
+			session_close(p, s, "banned");
+			n++;
+		}
+		s = next;
+	}
+	return n;
+}
+
+size_t relay_proxy_session_count(const struct relay_proxy *p)
+{
+	return htab_count(p->sessions);
+}
+
+size_t relay_proxy_ratelim_count(const struct relay_proxy *p)
+{
+	return ratelim_count(p->queries);
+}
+
+void relay_proxy_foreach(struct relay_proxy *p,
+			 void (*fn)(const struct relay_session_info *, void *), void *arg)
+{
+	long long now = ev_now(p->r->loop);
+
+	for (struct session *s = htab_oldest(p->sessions); s != NULL;
+	     s = htab_newer(p->sessions, s)) {
+		struct relay_session_info si = {
+			.client = s->client,
+			.upstream_port = s->upstream_port,
+			.age_ms = now - s->created_ms,
+			.idle_ms = now - s->last_ms,
+			.pkts_in = s->pkts_in,
+			.bytes_in = s->bytes_in,
+			.pkts_out = s->pkts_out,
+			.bytes_out = s->bytes_out,
+			.queued = s->qlen,
+		};
+
+		fn(&si, arg);
+	}
+}
+
+int relay_proxy_new(struct relay *r)
+{
+	struct relay_proxy *p = calloc(1, sizeof(*p));
+	int ret;
+
+	if (p == NULL)
+		return -ENOMEM;
+	p->r = r;
+	p->fd = -1;
+	ev_timer_init(&p->sweep);
+	p->sessions =
+		htab_new(r->cfg.max_sessions, sizeof(struct addr_key), sizeof(struct session));
+	p->queries = ratelim_new(RELAY_MAX_QUERY_SOURCES, RELAY_QUERY_BURST, RELAY_QUERY_RATE,
+				 RELAY_QUERY_FORGET_MS);
+	p->in_bufs = malloc((size_t)BATCH * BUF_SIZE);
+	p->out_bufs = malloc((size_t)BATCH * BUF_SIZE);
+	if (p->sessions == NULL || p->queries == NULL || p->in_bufs == NULL ||
+	    p->out_bufs == NULL) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < BATCH; i++) {
+		p->in_iov[i].iov_base = p->in_bufs + (size_t)i * BUF_SIZE;
+		p->in_iov[i].iov_len = BUF_SIZE;
+		p->in_msgs[i].msg_hdr.msg_iov = &p->in_iov[i];
+		p->in_msgs[i].msg_hdr.msg_iovlen = 1;
+		p->in_msgs[i].msg_hdr.msg_name = &p->in_addr[i].ss;
+		p->out_iov[i].iov_base = p->out_bufs + (size_t)i * BUF_SIZE;
+		p->out_msgs[i].msg_hdr.msg_iov = &p->out_iov[i];
+		p->out_msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	ret = addr_udp_bind(&r->cfg.listen);
+	if (ret < 0)
+		goto fail;
+	p->fd = ret;
+	p->io = ev_io_add(r->loop, p->fd, EPOLLIN, on_public, p);
+	if (p->io == NULL) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = ev_before_sleep_add(r->loop, before_sleep, p);
+	if (ret < 0)
+		goto fail;
+	ev_timer_start(r->loop, &p->sweep, 1000, on_sweep, p);
+	r->proxy = p;
+	return 0;
+fail:
+	r->proxy = p;
+	relay_proxy_free(p);
+	r->proxy = NULL;
+	return ret;
+}
+
+void relay_proxy_free(struct relay_proxy *p)
+{
+	struct session *s;
+
+	if (p == NULL)
+		return;
+	if (p->nout > 0)
+		flush_out(p);
+	ev_before_sleep_del(p->r->loop, before_sleep, p);
+	ev_timer_stop(p->r->loop, &p->sweep);
+	if (p->sessions != NULL) {
+		while ((s = htab_oldest(p->sessions)) != NULL)
+			session_close(p, s, "shutdown");
+	}
+	if (p->io != NULL)
+		ev_io_del(p->io, true);
+	else if (p->fd >= 0)
+		close(p->fd);
+	htab_free(p->sessions);
+	ratelim_free(p->queries);
+	free(p->in_bufs);
+	free(p->out_bufs);
+	free(p);
+}
