@@ -306,14 +306,19 @@ struct httpd *httpd_new_take(struct ev_loop *loop, int listen_fd, const struct h
 	d->handler = h;
 	d->arg = arg;
 	ev_timer_init(&d->timer);
+	/* clang-format off */
 	d->mhd = MHD_start_daemon(
 		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-		on_request, d, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned int)cfg->conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-		(unsigned int)cfg->per_ip_limit, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)cfg->conn_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)16384, MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, d, MHD_OPTION_END);
+		on_request, d,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, d, /* first, to catch every message */
+		MHD_OPTION_LISTEN_SOCKET, listen_fd,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->conn_limit,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->per_ip_limit,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->conn_timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
+		MHD_OPTION_END);
+	/* clang-format on */
 	if (d->mhd == NULL) {
 		close(listen_fd);
 		free(d);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signal.h>
 #include <unistd.h>
 
@@ -353,6 +354,23 @@ static int resolve_server(struct relay *r)
 	return 0;
 }
 
+/*
+ * Each session holds a socket: make sure max_sessions of them fit (the seed
+ * runs with LimitNOFILE=4096). Raises the soft limit up to the hard one.
+ */
+static void raise_nofile(unsigned max_sessions)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)max_sessions + 256;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warnx("nofile-low limit=%llu sessions=%u drop=session_cap",
+			  (unsigned long long)rl.rlim_cur, max_sessions);
+}
+
 int main(int argc, char **argv)
 {
 	static struct app app;
@@ -368,6 +386,7 @@ int main(int argc, char **argv)
 	log_init(r->cfg.debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO, lt);
 	if (sodium_init() < 0)
 		log_fatalx("sodium-init-fail");
+	raise_nofile(r->cfg.max_sessions);
 	if (resolve_server(r) < 0)
 		return 1;
 	r->loop = ev_loop_new();

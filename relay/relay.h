@@ -127,6 +127,8 @@ int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const 
 size_t relay_proxy_close_ip(struct relay_proxy *p, const struct addr_ip *ip);
 size_t relay_proxy_session_count(const struct relay_proxy *p);
 size_t relay_proxy_ratelim_count(const struct relay_proxy *p);
+/* Datagrams the kernel dropped on the public socket, or -1 if unknown. */
+long long relay_proxy_kernel_drops(const struct relay_proxy *p);
 
 struct relay_session_info {
 	struct addr client;

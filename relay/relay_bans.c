@@ -87,7 +87,8 @@ static int load(struct relay_bans *b, struct banlist *into)
 	int r;
 
 	r = statefile_read(b->path, BAN_FILE_MAX(RELAY_MAX_BANS), &text, &len);
-	if (r == -ENOENT)
+	/* No file, or no directory to hold one: no bans yet. */
+	if (r == -ENOENT || r == -ENOTDIR)
 		return 0;
 	if (r < 0) {
 		errno = -r;

@@ -268,7 +268,12 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 		strbuf_printf(&b, "rally_relay_drops_total{reason=\"%s\"} %llu\n",
 			      relay_drop_name((enum relay_drop)i),
 			      (unsigned long long)r->st.drops[i]);
-	relay_heartbeat_metrics(r->hb, &b);
+	if (relay_proxy_kernel_drops(r->proxy) >= 0)
+		metric(&b, "rally_relay_kernel_drops_total", "counter",
+		       "Datagrams the kernel dropped on the public socket (receive buffer full).",
+		       (unsigned long long)relay_proxy_kernel_drops(r->proxy));
+	if (r->hb != NULL)
+		relay_heartbeat_metrics(r->hb, &b);
 	metric(&b, "rally_relay_bans", "gauge", "Active bans.",
 	       banlist_count(relay_bans_list(r->bans)));
 	metric(&b, "rally_relay_query_sources", "gauge",

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -446,6 +448,59 @@ static void on_public(struct ev_io *io, uint32_t events, void *arg)
 
 /* ---- the module ---- */
 
+/*
+ * A burst of clients must not overflow the public socket before the loop
+ * reads it: ask for 4 MiB each way (SO_*BUFFORCE passes net.core.*mem_max
+ * when we have CAP_NET_ADMIN; otherwise the kernel caps the plain request).
+ */
+static void grow_buffers(int fd)
+{
+	int size = 4 << 20;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+}
+
+/*
+ * Datagrams the kernel dropped on the public socket (receive buffer full),
+ * read from the "drops" column of /proc/net/udp{,6} for our socket's inode.
+ * Called for /metrics only, never per packet. Returns -1 if unknown.
+ */
+long long relay_proxy_kernel_drops(const struct relay_proxy *p)
+{
+	static const char *const tables[] = {"/proc/self/net/udp", "/proc/self/net/udp6"};
+	struct stat st;
+	char line[512];
+
+	if (fstat(p->fd, &st) < 0)
+		return -1;
+	for (size_t t = 0; t < 2; t++) {
+		FILE *f = fopen(tables[t], "re");
+
+		if (f == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL) {
+			/* sl local rem st tx:rx tr:when retr uid timeout inode ref ptr drops */
+			char *tok[13], *save = NULL, *q = line;
+			int n = 0;
+
+			while (n < 13 && (tok[n] = strtok_r(q, " \t\n", &save)) != NULL) {
+				q = NULL;
+				n++;
+			}
+			if (n == 13 &&
+			    strtoull(tok[9], NULL, 10) == (unsigned long long)st.st_ino) {
+				fclose(f);
+				return (long long)strtoull(tok[12], NULL, 10);
+			}
+		}
+		fclose(f);
+	}
+	return -1;
+}
+
 int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const void *buf,
 			    size_t len)
 {
@@ -542,6 +597,7 @@ int relay_proxy_new(struct relay *r)
 	if (ret < 0)
 		goto fail;
 	p->fd = ret;
+	grow_buffers(p->fd);
 	p->io = ev_io_add(r->loop, p->fd, EPOLLIN, on_public, p);
 	if (p->io == NULL) {
 		ret = -errno;

@@ -1,0 +1,452 @@
+"""Shared harness for the integration scenarios (tests/integ/*.py).
+
+Real processes on 127.0.0.0/8 only: our daemons on port 0 (their "ready"
+line gives the port), a real OpenArena dedicated server (Debian's
+openarena-server, LAN mode, every sv_master cleared so it never contacts the
+internet), real clients (qstat). Waits poll a condition with a deadline; no
+fixed sleeps stand in for a condition. Every process a scenario starts is
+ended by PID when it finishes, and each daemon must still be alive at the end.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+BUILD = os.environ.get("RALLY_BUILD_DIR") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+RELAY_BIN = os.path.join(BUILD, "relay", "rally-relay")
+OA_SERVER = "/usr/games/openarena-server"
+OOB = b"\xff\xff\xff\xff"
+TOKEN = "integ-test-token-0123456789abcdef0123456789"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def wait_for(pred, timeout, what, interval=0.02):
+    """Polls pred() until it returns a true value; returns that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise Failure("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def oob(cmd):
+    if isinstance(cmd, str):
+        cmd = cmd.encode()
+    return OOB + cmd
+
+
+def first_token(data):
+    """The command word of an out-of-band reply, for assertions."""
+    if not data.startswith(OOB):
+        return None
+    line = data[4:].split(b"\n", 1)[0]
+    parts = line.split()
+    return parts[0].decode("latin-1") if parts else ""
+
+
+class Proc:
+    """A child process whose stderr (and stdout) lines are collected."""
+
+    def __init__(self, env, name, argv, stdin=None, merge_stdout=True, cwd=None, extra_env=None):
+        self.env = env
+        self.name = name
+        self.argv = argv
+        self.lines = []
+        self.lock = threading.Lock()
+        self.log_path = os.path.join(env.dir, "%s.%d.log" % (name, len(env.procs)))
+        self.log = open(self.log_path, "w")
+        e = dict(os.environ)
+        if extra_env:
+            e.update(extra_env)
+        self.p = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL if stdin is None else stdin,
+            stdout=subprocess.PIPE if merge_stdout else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if merge_stdout else subprocess.PIPE,
+            cwd=cwd, env=e)
+        self.pid = self.p.pid
+        stream = self.p.stdout if merge_stdout else self.p.stderr
+        self.reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.reader.start()
+        env.procs.append(self)
+
+    def _read(self, stream):
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.lock:
+                self.lines.append(line)
+            self.log.write(line + "\n")
+            self.log.flush()
+        stream.close()
+
+    def output(self):
+        with self.lock:
+            return list(self.lines)
+
+    def grep(self, pattern, start=0):
+        """Lines (from index start) matching the regex."""
+        rx = re.compile(pattern)
+        return [ln for ln in self.output()[start:] if rx.search(ln)]
+
+    def wait_line(self, pattern, timeout=10, start=0):
+        rx = re.compile(pattern)
+
+        def find():
+            for ln in self.output()[start:]:
+                m = rx.search(ln)
+                if m:
+                    return m
+            if self.p.poll() is not None:
+                self.reader.join(1)
+                for ln in self.output()[start:]:
+                    m = rx.search(ln)
+                    if m:
+                        return m
+                raise Failure("%s exited (status %s) before printing /%s/; output:\n%s" % (
+                    self.name, self.p.returncode, pattern, "\n".join(self.output()[-40:])))
+            return None
+        return wait_for(find, timeout, "%s to print /%s/" % (self.name, pattern))
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout=5):
+        """SIGTERM, wait; SIGKILL if it lingers. Returns the exit status."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.p.wait(5)
+        self.reader.join(2)
+        return self.p.returncode
+
+    def wait_exit(self, timeout=10):
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise Failure("%s did not exit within %ss" % (self.name, timeout))
+        self.reader.join(2)
+        return self.p.returncode
+
+
+def parse_addr(s):
+    m = re.match(r"^\[?([0-9a-fA-F.:]+?)\]?:(\d+)$", s)
+    check(m, "bad address %r" % s)
+    return (m.group(1), int(m.group(2)))
+
+
+class Relay(Proc):
+    def __init__(self, env, server, args=(), state_dir=None, control=True, debug=True,
+                 token=TOKEN, wait_ready=True, name="relay"):
+        self.state_dir = state_dir or os.path.join(env.dir, "state")
+        self.token = token
+        argv = [RELAY_BIN, "--listen", "127.0.0.1:0",
+                "--server", "%s:%d" % server, "--state-dir", self.state_dir, "--log", "plain"]
+        if control:
+            self.token_file = os.path.join(env.dir, "token")
+            if not os.path.exists(self.token_file):
+                with open(self.token_file, "w") as f:
+                    f.write(token + "\n")
+            argv += ["--control", "127.0.0.1:0", "--token-file", self.token_file]
+        if debug:
+            argv.append("--debug")
+        argv += list(args)
+        if "--master" not in argv and "--no-heartbeat" not in argv:
+            argv.append("--no-heartbeat")
+        super().__init__(env, name, argv)
+        self.addr = self.control = None
+        if wait_ready:
+            self.ready()
+
+    def ready(self, timeout=10):
+        m = self.wait_line(r"^(?:<\d>)?ready listen=(\S+)(?: control=(\S+))?$", timeout)
+        self.addr = parse_addr(m.group(1))
+        self.control = parse_addr(m.group(2)) if m.group(2) else None
+        return self
+
+    def url(self, path):
+        return "http://%s:%d%s" % (self.control[0], self.control[1], path)
+
+    def api(self, method, path, body=None, token=None, raw=None, headers=None):
+        """(status, parsed JSON or text, headers) of a control API call."""
+        tok = self.token if token is None else token
+        return http(method, self.url(path), body=body, token=tok, raw=raw, headers=headers)
+
+    def metrics(self):
+        st, text, _ = self.api("GET", "/metrics")
+        check(st == 200, "GET /metrics -> %s" % st)
+        out = {}
+        for ln in text.splitlines():
+            if ln.startswith("#") or not ln.strip():
+                continue
+            k, v = ln.rsplit(" ", 1)
+            out[k] = float(v)
+        return out
+
+    def drops(self, reason):
+        return self.metrics().get('rally_relay_drops_total{reason="%s"}' % reason, 0)
+
+
+def http(method, url, body=None, token=None, raw=None, headers=None, timeout=5):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, text, hdrs = r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        status, text, hdrs = e.code, e.read().decode(), dict(e.headers)
+    ctype = hdrs.get("Content-Type", "")
+    if ctype.startswith("application/json") and text:
+        return status, json.loads(text), hdrs
+    return status, text, hdrs
+
+
+def udp_socket_ports(pid):
+    """UDP ports bound by a process, read from /proc (no port probing)."""
+    inodes = set()
+    fddir = "/proc/%d/fd" % pid
+    try:
+        for fd in os.listdir(fddir):
+            try:
+                t = os.readlink(os.path.join(fddir, fd))
+            except OSError:
+                continue
+            m = re.match(r"socket:\[(\d+)\]", t)
+            if m:
+                inodes.add(m.group(1))
+    except OSError:
+        return []
+    ports = []
+    for table in ("/proc/%d/net/udp" % pid, "/proc/%d/net/udp6" % pid):
+        try:
+            with open(table) as f:
+                next(f)
+                for ln in f:
+                    cols = ln.split()
+                    if cols[9] in inodes:
+                        ports.append(int(cols[1].split(":")[1], 16))
+        except OSError:
+            pass
+    return ports
+
+
+class OAServer(Proc):
+    """A real OpenArena dedicated server on 127.0.0.1 (ioquake3 engine)."""
+
+    def __init__(self, env, dedicated=1, masters=(), hostname="rally-integ", rcon="integ-rcon",
+                 name="oa", extra=()):
+        self.home = os.path.join(env.dir, "%s-home-%d" % (name, len(env.procs)))
+        os.makedirs(self.home, exist_ok=True)
+        self.hostname = hostname
+        self.rcon = rcon
+        argv = [OA_SERVER, "+set", "fs_homepath", self.home, "+set", "dedicated", str(dedicated),
+                "+set", "net_enabled", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port", "0"]
+        ms = list(masters) + [""] * (5 - len(masters))
+        for i, m in enumerate(ms[:5], 1):
+            argv += ["+set", "sv_master%d" % i, m]
+        argv += ["+set", "sv_hostname", hostname, "+set", "rconpassword", rcon,
+                 "+set", "ttycon", "0", "+set", "com_hunkmegs", "64"] + list(extra) + ["+map", "oa_dm1"]
+        check(os.path.exists(OA_SERVER), "%s is missing: apt-get install openarena-server" % OA_SERVER)
+        super().__init__(env, name, argv, cwd=self.home)
+        ports = wait_for(lambda: udp_socket_ports(self.pid), 20, "the OpenArena server to bind")
+        self.addr = ("127.0.0.1", ports[0])
+        s = env.udp()
+        wait_for(lambda: query(s, self.addr, "getinfo boot", 0.2), 30,
+                 "the OpenArena server to answer getinfo")
+
+    def console_lines(self, pattern):
+        return self.grep(pattern)
+
+
+def query(sock, addr, cmd, timeout=1.0, raw=False):
+    """Sends an out-of-band command; returns (data, source) or None."""
+    sock.settimeout(timeout)
+    sock.sendto(cmd if raw else oob(cmd), addr)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        sock.settimeout(left)
+        try:
+            return sock.recvfrom(65535)
+        except socket.timeout:
+            return None
+
+
+def drain(sock, timeout=0.1):
+    out = []
+    sock.settimeout(timeout)
+    while True:
+        try:
+            out.append(sock.recvfrom(65535))
+        except socket.timeout:
+            return out
+
+
+def file_digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class Env:
+    def __init__(self, name):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix="rally-integ-%s-" % name)
+        self.procs = []
+        self.socks = []
+        self.cleanups = []
+
+    def udp(self, ip="127.0.0.1", family=socket.AF_INET):
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.bind((ip, 0))
+        self.socks.append(s)
+        return s
+
+    def daemons_alive(self, *procs):
+        for p in procs:
+            check(p.alive(), "%s died (status %s); last output:\n%s" % (
+                p.name, p.p.returncode, "\n".join(p.output()[-30:])))
+
+    def close(self, ok):
+        for fn in reversed(self.cleanups):
+            try:
+                fn()
+            except Exception:
+                traceback.print_exc()
+        for p in reversed(self.procs):
+            try:
+                p.stop()
+            except Exception:
+                traceback.print_exc()
+        for s in self.socks:
+            s.close()
+        if ok and not os.environ.get("RALLY_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            print("logs kept in %s" % self.dir)
+            for p in self.procs:
+                print("---- %s (%s) last lines ----" % (p.name, p.log_path))
+                for ln in p.output()[-25:]:
+                    print("   " + ln)
+
+
+def run(scenario):
+    """Runs scenario(env) and exits 0 on success, 1 with the reason otherwise."""
+    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    env = Env(name)
+    ok = False
+    try:
+        scenario(env)
+        ok = True
+    except Failure as e:
+        print("FAIL %s: %s" % (name, e))
+    except Exception:
+        traceback.print_exc()
+    finally:
+        env.close(ok)
+    if ok:
+        print("PASS %s" % name)
+    sys.exit(0 if ok else 1)
+
+
+class Netns:
+    """A network namespace of the test's own, deleted when the test ends."""
+
+    count = 0
+
+    def __init__(self, env, tag):
+        check(os.geteuid() == 0, "network namespaces need root")
+        Netns.count += 1
+        self.name = "rly%d%s%d" % (os.getpid() % 100000, tag, Netns.count)
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        env.cleanups.append(self.delete)
+        self.ip("link", "set", "lo", "up")
+
+    def ip(self, *args):
+        subprocess.run(["ip", "-n", self.name] + list(args), check=True)
+
+    def run(self, *argv, **kw):
+        return subprocess.run(["ip", "netns", "exec", self.name] + list(argv), **kw)
+
+    def argv(self, *argv):
+        return ["ip", "netns", "exec", self.name] + list(argv)
+
+    def py(self, code, timeout=20):
+        """Runs Python code inside the namespace; returns its stdout."""
+        r = self.run("/usr/bin/python3", "-c", code, capture_output=True, text=True, timeout=timeout)
+        check(r.returncode == 0, "in %s: %s" % (self.name, r.stderr[-2000:]))
+        return r.stdout
+
+    def delete(self):
+        subprocess.run(["ip", "netns", "delete", self.name], stderr=subprocess.DEVNULL)
+
+
+def veth(a, b, ip_a, ip_b, prefix=30):
+    """A veth pair between namespaces a and b with the given addresses."""
+    na, nb = "va%d" % Netns.count, "vb%d" % Netns.count
+    subprocess.run(["ip", "-n", a.name, "link", "add", na, "type", "veth", "peer", "name", nb,
+                    "netns", b.name], check=True)
+    a.ip("addr", "add", "%s/%d" % (ip_a, prefix), "dev", na)
+    b.ip("addr", "add", "%s/%d" % (ip_b, prefix), "dev", nb)
+    a.ip("link", "set", na, "up")
+    b.ip("link", "set", nb, "up")
+    return na, nb
+
+
+def ns_http(ns, url, token=None):
+    """GET url from inside a namespace; (status, body text)."""
+    code = ("import urllib.request,urllib.error,sys\n"
+            "r=urllib.request.Request(%r)\n" % url +
+            ("r.add_header('Authorization','Bearer %s')\n" % token if token else "") +
+            "try:\n  x=urllib.request.urlopen(r,timeout=3); print(x.status); print(x.read().decode())\n"
+            "except urllib.error.HTTPError as e:\n  print(e.code); print(e.read().decode())\n"
+            "except OSError as e:\n  print(0); print(e)\n")
+    out = ns.py(code)
+    st, _, body = out.partition("\n")
+    return int(st), body
+
+
+def parse_metrics(text):
+    out = {}
+    for ln in text.splitlines():
+        if ln.startswith("#") or not ln.strip():
+            continue
+        k, v = ln.rsplit(" ", 1)
+        out[k] = float(v)
+    return out

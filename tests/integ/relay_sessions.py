@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Session limits: MAX_SESSIONS (2048 by default) - clients beyond it are
+dropped and counted while open sessions keep working; idle sessions close
+after SESSION_TIMEOUT (shortened here) and free their place."""
+
+import resource
+import time
+
+from harness import OAServer, Relay, check, query, run, wait_for
+
+
+def scenario(env):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    oa = OAServer(env)
+
+    # The default cap, 2048: 2100 client addresses.
+    relay = Relay(env, oa.addr, debug=False)
+    first = env.udp()
+    check(query(first, relay.addr, "getinfo", timeout=2), "first client not served")
+    socks = [env.udp() for _ in range(2099)]
+    for i, s in enumerate(socks):
+        s.sendto(b"\x00\x00\x00\x01in-game", relay.addr)
+        if i % 200 == 199:
+            time.sleep(0.01)
+    wait_for(lambda: relay.metrics()["rally_relay_sessions"] == 2048, 10, "2048 sessions")
+    m = wait_for(lambda: (lambda m: m if m['rally_relay_drops_total{reason="session_cap"}'] == 52 else None)(
+        relay.metrics()), 10, "52 session_cap drops")
+    check(m["rally_relay_sessions_opened_total"] == 2048, "opened: %r" % m["rally_relay_sessions_opened_total"])
+    check(query(first, relay.addr, "getchallenge", timeout=2), "an open session stopped working at the cap")
+    extra = env.udp()
+    check(query(extra, relay.addr, "getchallenge", timeout=0.5) is None, "a client past the cap was served")
+    for s in socks:
+        s.close()
+    env.socks = [x for x in env.socks if x not in socks]
+    env.daemons_alive(relay)
+    relay.stop()
+
+    # Idle timeout (1 s here) frees places; with --max-sessions 2 a third
+    # client waits for one to expire.
+    relay = Relay(env, oa.addr, args=["--session-timeout", "1", "--max-sessions", "2"], name="relay-small")
+    a, b, c = env.udp(), env.udp(), env.udp()
+    check(query(a, relay.addr, "getchallenge", timeout=2), "a")
+    check(query(b, relay.addr, "getchallenge", timeout=2), "b")
+    check(query(c, relay.addr, "getchallenge", timeout=0.3) is None, "c served past --max-sessions 2")
+    check(relay.drops("session_cap") == 1, "session_cap drop not counted")
+    relay.wait_line(r"session - 127\.0\.0\.1:%d \(\d active\) reason=idle" % a.getsockname()[1], timeout=5)
+    st, sessions, _ = relay.api("GET", "/sessions")
+    check(sessions == [] or all(s["idle_ms"] < 1500 for s in sessions), "idle sessions listed: %r" % sessions)
+    check(query(c, relay.addr, "getchallenge", timeout=2), "c not served after the others expired")
+    env.daemons_alive(relay, oa)
+
+
+run(scenario)
