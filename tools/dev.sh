@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The README's two commands, for a fresh Debian 12 machine as root:
+#
+#   tools/dev.sh run    install what is missing, build, start the suite's
+#                       main job on local defaults (a real OpenArena server
+#                       on loopback behind rally-relay) and print what to try
+#   tools/dev.sh test   install what is missing, build with -Werror and
+#                       ASan+UBSan, check the formatting, run every test
+#
+# Packages come from Debian's archive only. Game servers never start as
+# services: while apt-get runs, a policy-rc.d that exits 101 blocks service
+# starts (removed afterwards if we created it).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
+	libssl-dev libcurl4-openssl-dev libminiupnpc-dev)
+run_pkgs=(openarena-server qstat curl python3)
+test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl)
+
+say() { printf '\n== %s\n' "$*"; }
+
+install_missing() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing packages: ${missing[*]}; run as root (or apt-get install them)" >&2
+		exit 1
+	fi
+	say "installing: ${missing[*]}"
+	local made_policy=0
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		made_policy=1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	[ $made_policy -eq 1 ] && rm -f /usr/sbin/policy-rc.d
+	return 0
+}
+
+build() {
+	local dir=$1
+	shift
+	say "building in $dir"
+	cmake -S "$top" -B "$dir" "$@" >/dev/null
+	cmake --build "$dir" -j "$jobs"
+}
+
+cmd_test() {
+	install_missing "${build_pkgs[@]}" "${test_pkgs[@]}"
+	say "checking the formatting (clang-format)"
+	local bad
+	bad=$(cd "$top" && git ls-files '*.c' '*.h' | xargs clang-format --dry-run 2>&1 | grep -c warning || true)
+	if [ "$bad" != "0" ]; then
+		(cd "$top" && git ls-files '*.c' '*.h' | xargs clang-format --dry-run 2>&1 | head -40)
+		echo "clang-format: $bad places differ; run clang-format -i on them" >&2
+		exit 1
+	fi
+	build "$top/build-test" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWERROR=ON \
+		-DSANITIZE=address,undefined
+	say "running the tests"
+	cd "$top/build-test"
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j "$jobs" --timeout 300
+}
+
+cmd_run() {
+	install_missing "${build_pkgs[@]}" "${run_pkgs[@]}"
+	build "$top/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF
+	local demo="$top/out/demo" game_port=${GAME_PORT:-27960} oa_port=${OA_PORT:-27961}
+	local control_port=${CONTROL_PORT:-27980}
+	mkdir -p "$demo/oa" "$demo/state"
+	[ -s "$demo/token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$demo/token"
+	chmod 600 "$demo/token"
+
+	local pids=()
+	cleanup() {
+		local p
+		for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+		for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	}
+	trap cleanup EXIT
+	trap 'exit 0' INT TERM
+
+	say "starting OpenArena on 127.0.0.1:$oa_port (LAN mode, no internet masters)"
+	/usr/games/openarena-server +set fs_homepath "$demo/oa" +set dedicated 1 \
+		+set net_enabled 1 +set net_ip 127.0.0.1 +set net_port "$oa_port" \
+		+set sv_master1 "" +set sv_master2 "" +set sv_master3 "" +set sv_master4 "" \
+		+set sv_master5 "" +set sv_hostname "rallypoint demo" +set ttycon 0 \
+		+map oa_dm1 >"$demo/oa.log" 2>&1 &
+	pids+=($!)
+
+	say "starting rally-relay on 127.0.0.1:$game_port"
+	"$top/build/relay/rally-relay" --listen "127.0.0.1:$game_port" \
+		--server "127.0.0.1:$oa_port" --no-heartbeat --state-dir "$demo/state" \
+		--control "127.0.0.1:$control_port" --token-file "$demo/token" --debug \
+		2>"$demo/relay.log" &
+	pids+=($!)
+	local i
+	for i in $(seq 100); do
+		grep -q '^ready' "$demo/relay.log" 2>/dev/null && break
+		kill -0 "${pids[1]}" 2>/dev/null || { cat "$demo/relay.log"; exit 1; }
+		sleep 0.1
+	done
+	for i in $(seq 100); do
+		quakestat -q3s "127.0.0.1:$game_port" -timeout 1 2>/dev/null | grep -q demo && break
+		sleep 0.3
+	done
+	local tok
+	tok=$(cat "$demo/token")
+	cat <<EOF
+
+rally-relay is up (logs: $demo/relay.log, $demo/oa.log)
+  game (UDP)    127.0.0.1:$game_port   -> OpenArena on 127.0.0.1:$oa_port
+  control API   http://127.0.0.1:$control_port   token: $demo/token
+
+Try:
+  quakestat -q3s 127.0.0.1:$game_port
+  curl -s -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/sessions
+  curl -s -X PUT -H "Authorization: Bearer $tok" -d '{"reason":"test","duration":60}' \\
+       http://127.0.0.1:$control_port/bans/127.0.0.1      # then quakestat gets nothing
+  curl -s -X DELETE -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/bans/127.0.0.1
+  curl -s -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/metrics
+  tail -f $demo/relay.log
+Ctrl-C stops both.
+EOF
+	wait "${pids[1]}"
+}
+
+case "$mode" in
+test) cmd_test ;;
+run) cmd_run ;;
+*)
+	echo "usage: $0 run|test" >&2
+	exit 2
+	;;
+esac
