@@ -63,7 +63,9 @@ struct htab *htab_new(size_t capacity, size_t key_len, size_t val_size)
 	t->key_len = key_len;
 	t->val_size = val_size;
 	t->val_off = (sizeof(struct ent) + 15) & ~(size_t)15;
-	t->stride = (t->val_off + val_size + 15) & ~(size_t)15;
+	/* At least one value byte: with val_size 0 the value pointer would
+	 * be the next entry's start and ent_idx() would name that entry. */
+	t->stride = (t->val_off + (val_size > 0 ? val_size : 1) + 15) & ~(size_t)15;
 	t->mask = (uint32_t)(nb - 1);
 	/* calloc leaves untouched pages unbacked, so a big idle table costs
 	 * address space, not memory. */

@@ -164,8 +164,18 @@ int statefile_mkdirs(const char *dir)
 		if (tmp[i] != '/' && tmp[i] != '\0')
 			continue;
 		tmp[i] = '\0';
-		if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
-			return -errno;
+		if (mkdir(tmp, 0750) < 0) {
+			struct stat st;
+
+			if (errno != EEXIST)
+				return -errno;
+			/* EEXIST also means a file is in the way: that is no
+			 * directory to put state in. */
+			if (stat(tmp, &st) < 0)
+				return -errno;
+			if (!S_ISDIR(st.st_mode))
+				return -ENOTDIR;
+		}
 		tmp[i] = dir[i];
 	}
 	return 0;

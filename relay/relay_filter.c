@@ -7,8 +7,25 @@
 #include "q3.h"
 #include "relay.h"
 
+/* The token, cut to cmd_size - 1 bytes (cmd_size >= 1), for the caller. */
+static void copy_token(char *cmd, size_t cmd_size, const char *tok)
+{
+	size_t n = strnlen(tok, cmd_size - 1);
+
+	memcpy(cmd, tok, n);
+	cmd[n] = '\0';
+}
+
 enum relay_verdict relay_classify(const uint8_t *buf, size_t len, char *cmd, size_t cmd_size)
 {
+	/*
+	 * The verdict is taken on the whole first token, never on cmd: a
+	 * short cmd buffer would cut "getinfoX" to "getinfo" (a query) or
+	 * "getstatus" to "" (filtered), and the verdict must not depend on
+	 * how much of the token the caller wants to log.
+	 */
+	char tok[Q3_MAX_STRING_CHARS];
+
 	cmd[0] = '\0';
 	/* The engine reads a 4-byte sequence (or the OOB marker) first; a
 	 * shorter datagram is nothing a server can use. */
@@ -16,19 +33,18 @@ enum relay_verdict relay_classify(const uint8_t *buf, size_t len, char *cmd, siz
 		return VERDICT_MALFORMED;
 	if (!q3_is_oob(buf, len))
 		return VERDICT_GAME;
+	q3_oob_command(buf, len, tok, sizeof(tok));
+	copy_token(cmd, cmd_size, tok);
 	/*
 	 * ET's SV_ConnectionlessPacket hands PunkBuster anything whose raw
 	 * bytes after the marker start with "PB_" (a case-sensitive strncmp
 	 * on msg->data[4], before tokenizing).
 	 */
-	if (len >= Q3_OOB_PREFIX_LEN + 3 && memcmp(buf + Q3_OOB_PREFIX_LEN, "PB_", 3) == 0) {
-		q3_oob_command(buf, len, cmd, cmd_size);
+	if (len >= Q3_OOB_PREFIX_LEN + 3 && memcmp(buf + Q3_OOB_PREFIX_LEN, "PB_", 3) == 0)
 		return VERDICT_PASS;
-	}
-	q3_oob_command(buf, len, cmd, cmd_size);
-	if (q3_cmd_eq(cmd, "getstatus") || q3_cmd_eq(cmd, "getinfo"))
+	if (q3_cmd_eq(tok, "getstatus") || q3_cmd_eq(tok, "getinfo"))
 		return VERDICT_QUERY;
-	if (q3_cmd_eq(cmd, "getchallenge") || q3_cmd_eq(cmd, "connect"))
+	if (q3_cmd_eq(tok, "getchallenge") || q3_cmd_eq(tok, "connect"))
 		return VERDICT_PASS;
 	return VERDICT_FILTERED;
 }

@@ -1,0 +1,319 @@
+/*
+ * common/statefile: atomic writes that keep the old file on any failure,
+ * bounded reads, quarantine and mkdirs. Failures are real ones: a file size
+ * limit (EFBIG, works as root too, where permissions do not bite), a rename
+ * over a directory, and, when we are root and may unshare a mount
+ * namespace, a full tmpfs (ENOSPC).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "statefile.h"
+#include "tap.h"
+
+/* Short enough that every path built from it fits PATH_MAX. */
+static char base[256];
+
+static const char *at(const char *name)
+{
+	static char p[2][PATH_MAX];
+	static int i;
+
+	i ^= 1;
+	snprintf(p[i], sizeof(p[i]), "%s/%s", base, name);
+	return p[i];
+}
+
+/* Number of entries in dir (without . and ..) whose name contains sub. */
+static int count_entries(const char *dir, const char *sub)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (strstr(e->d_name, sub) != NULL)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static bool file_is(const char *path, const char *want)
+{
+	char *buf;
+	size_t len;
+	bool ok;
+
+	if (statefile_read(path, 1 << 24, &buf, &len) != 0)
+		return false;
+	ok = len == strlen(want) && memcmp(buf, want, len) == 0 && buf[len] == '\0';
+	free(buf);
+	return ok;
+}
+
+static void rm_rf(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return;
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(path);
+		struct dirent *e;
+
+		while (d != NULL && (e = readdir(d)) != NULL) {
+			char sub[PATH_MAX];
+
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+			rm_rf(sub);
+		}
+		if (d != NULL)
+			closedir(d);
+		rmdir(path);
+	} else {
+		unlink(path);
+	}
+}
+
+static void test_write_read(void)
+{
+	const char *p = at("state.json");
+	struct stat st;
+	char *buf = (char *)1;
+	size_t len = 99;
+
+	CHECK_EQ_INT(statefile_write(p, "{\"version\":1}\n", 14), 0);
+	CHECK(file_is(p, "{\"version\":1}\n"));
+	CHECK_EQ_INT(stat(p, &st), 0);
+	CHECK_EQ_INT(st.st_mode & 0777, 0640);
+	/* Shorter content replaces the file, no tail of the old one left. */
+	CHECK_EQ_INT(statefile_write(p, "{}", 2), 0);
+	CHECK(file_is(p, "{}"));
+	/* Empty content. */
+	CHECK_EQ_INT(statefile_write(p, "", 0), 0);
+	CHECK_EQ_INT(statefile_read(p, 0, &buf, &len), 0);
+	CHECK(buf != NULL && len == 0 && buf[0] == '\0');
+	free(buf);
+	/* Binary content, NULs included, comes back byte for byte. */
+	{
+		static const char bin[] = "a\0b\xff\n";
+
+		CHECK_EQ_INT(statefile_write(p, bin, sizeof(bin)), 0);
+		CHECK_EQ_INT(statefile_read(p, 64, &buf, &len), 0);
+		CHECK_EQ_INT(len, sizeof(bin));
+		CHECK(buf != NULL && memcmp(buf, bin, sizeof(bin)) == 0);
+		free(buf);
+	}
+	/* Nothing but the file itself in the directory. */
+	CHECK_EQ_INT(count_entries(base, ""), 1);
+	CHECK_EQ_INT(count_entries(base, ".tmp"), 0);
+	/* A directory that does not exist. */
+	CHECK_EQ_INT(statefile_write(at("nodir/state.json"), "x", 1), -ENOENT);
+	unlink(p);
+}
+
+static void test_read_errors(void)
+{
+	const char *p = at("big");
+	char *buf = (char *)1;
+	size_t len = 99;
+	char data[1000];
+
+	CHECK_EQ_INT(statefile_read(at("missing"), 100, &buf, &len), -ENOENT);
+	CHECK(buf == NULL && len == 0);
+	memset(data, 'd', sizeof(data));
+	CHECK_EQ_INT(statefile_write(p, data, sizeof(data)), 0);
+	/* Exactly max is fine, one byte over is not. */
+	CHECK_EQ_INT(statefile_read(p, 1000, &buf, &len), 0);
+	CHECK_EQ_INT(len, 1000);
+	free(buf);
+	buf = (char *)1;
+	CHECK_EQ_INT(statefile_read(p, 999, &buf, &len), -EFBIG);
+	CHECK(buf == NULL && len == 0);
+	/* A directory is not a state file. */
+	CHECK_EQ_INT(statefile_read(base, 1 << 20, &buf, &len), -EINVAL);
+	CHECK(buf == NULL);
+	unlink(p);
+}
+
+static void test_failed_write_keeps_old(void)
+{
+	const char *p = at("bans.json");
+	struct rlimit old, lim;
+	char *big = malloc(1 << 16);
+	int r;
+
+	CHECK(big != NULL);
+	if (big == NULL)
+		return;
+	memset(big, 'n', 1 << 16);
+	CHECK_EQ_INT(statefile_write(p, "old contents", 12), 0);
+
+	/* A 4 KiB file size limit: write() fails with EFBIG once the temp
+	 * file reaches it (SIGXFSZ ignored, or it would kill us). */
+	signal(SIGXFSZ, SIG_IGN);
+	CHECK_EQ_INT(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 4096;
+	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	r = statefile_write(p, big, 1 << 16);
+	setrlimit(RLIMIT_FSIZE, &old);
+	CHECK_EQ_INT(r, -EFBIG);
+	CHECK(file_is(p, "old contents"));
+	CHECK_EQ_INT(count_entries(base, ".tmp"), 0);
+	CHECK_EQ_INT(count_entries(base, ""), 1);
+	/* And the next write, with room, succeeds. */
+	CHECK_EQ_INT(statefile_write(p, big, 1 << 16), 0);
+	CHECK_EQ_INT(count_entries(base, ""), 1);
+	unlink(p);
+
+	/* A failure at the rename step (the target is a directory): the
+	 * temp file is removed too. */
+	CHECK_EQ_INT(mkdir(at("isdir"), 0700), 0);
+	CHECK_EQ_INT(statefile_write(at("isdir"), "x", 1), -EISDIR);
+	CHECK_EQ_INT(count_entries(base, ".tmp"), 0);
+	rmdir(at("isdir"));
+	free(big);
+}
+
+/*
+ * A real ENOSPC: a 64 KiB tmpfs in a private mount namespace (the mount
+ * dies with the process even if we crash). Root only; skipped elsewhere.
+ */
+static void test_enospc(void)
+{
+	char mnt[512], path[PATH_MAX];
+	char *big;
+	int r;
+
+	if (geteuid() != 0) {
+		printf("# skip enospc: not root\n");
+		return;
+	}
+	if (unshare(CLONE_NEWNS) < 0) {
+		printf("# skip enospc: unshare: %s\n", strerror(errno));
+		return;
+	}
+	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		printf("# skip enospc: make-rprivate: %s\n", strerror(errno));
+		return;
+	}
+	snprintf(mnt, sizeof(mnt), "%s", at("tiny"));
+	CHECK_EQ_INT(mkdir(mnt, 0700), 0);
+	if (mount("tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0700") < 0) {
+		printf("# skip enospc: mount: %s\n", strerror(errno));
+		rmdir(mnt);
+		return;
+	}
+	big = malloc(1 << 20);
+	if (big != NULL) {
+		memset(big, 's', 1 << 20);
+		snprintf(path, sizeof(path), "%s/state", mnt);
+		CHECK_EQ_INT(statefile_write(path, "old", 3), 0);
+		r = statefile_write(path, big, 1 << 20);
+		CHECK_EQ_INT(r, -ENOSPC);
+		CHECK(file_is(path, "old"));
+		CHECK_EQ_INT(count_entries(mnt, ".tmp"), 0);
+		/* Space is back once the temp file is gone. */
+		CHECK_EQ_INT(statefile_write(path, big, 16 << 10), 0);
+		free(big);
+	}
+	CHECK_EQ_INT(umount2(mnt, MNT_DETACH), 0);
+	rmdir(mnt);
+}
+
+static void test_quarantine(void)
+{
+	const char *p = at("letters.json");
+	char np[PATH_MAX], small[8];
+	long long before = (long long)time(NULL), stamp;
+	char *end;
+	size_t plen = strlen(p);
+
+	CHECK_EQ_INT(statefile_write(p, "garbage{", 8), 0);
+	/* A name that does not fit: nothing moves. */
+	CHECK_EQ_INT(statefile_quarantine(p, small, sizeof(small)), -ENAMETOOLONG);
+	CHECK(file_is(p, "garbage{"));
+	CHECK_EQ_INT(statefile_quarantine(p, np, sizeof(np)), 0);
+	/* "<path>.corrupt-<unix seconds>" */
+	CHECK(strncmp(np, p, plen) == 0);
+	CHECK(strncmp(np + plen, ".corrupt-", 9) == 0);
+	stamp = strtoll(np + plen + 9, &end, 10);
+	CHECK(*end == '\0');
+	CHECK(stamp >= before && stamp <= (long long)time(NULL));
+	CHECK(file_is(np, "garbage{"));
+	{
+		char *buf;
+		size_t len;
+
+		CHECK_EQ_INT(statefile_read(p, 100, &buf, &len), -ENOENT);
+	}
+	CHECK_EQ_INT(statefile_quarantine(at("missing"), np, sizeof(np)), -ENOENT);
+	unlink(np);
+}
+
+static void test_mkdirs(void)
+{
+	struct stat st;
+	char p[PATH_MAX];
+	mode_t old = umask(022);
+
+	snprintf(p, sizeof(p), "%s", at("a/b/c"));
+	CHECK_EQ_INT(statefile_mkdirs(p), 0);
+	CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+	CHECK_EQ_INT(st.st_mode & 0777, 0750);
+	CHECK(stat(at("a/b"), &st) == 0 && S_ISDIR(st.st_mode));
+	/* Again: nothing to do. With a trailing slash and doubled ones. */
+	CHECK_EQ_INT(statefile_mkdirs(p), 0);
+	snprintf(p, sizeof(p), "%s", at("a//b/d/"));
+	CHECK_EQ_INT(statefile_mkdirs(p), 0);
+	CHECK(stat(at("a/b/d"), &st) == 0 && S_ISDIR(st.st_mode));
+	/* A state file can go in there. */
+	CHECK_EQ_INT(statefile_write(at("a/b/c/s.json"), "{}", 2), 0);
+	CHECK(file_is(at("a/b/c/s.json"), "{}"));
+	CHECK_EQ_INT(statefile_mkdirs(""), -EINVAL);
+	/* A file in the way is an error, wherever it is. */
+	CHECK_EQ_INT(statefile_write(at("file"), "x", 1), 0);
+	snprintf(p, sizeof(p), "%s", at("file/sub"));
+	CHECK_EQ_INT(statefile_mkdirs(p), -ENOTDIR);
+	snprintf(p, sizeof(p), "%s", at("file"));
+	CHECK(statefile_mkdirs(p) < 0);
+	umask(old);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(base, sizeof(base), "%s/statefile_test.XXXXXX", tmp ? tmp : "/tmp");
+	if (mkdtemp(base) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_write_read();
+	test_read_errors();
+	test_failed_write_keeps_old();
+	test_quarantine();
+	test_mkdirs();
+	test_enospc();
+	rm_rf(base);
+	return tap_done("statefile");
+}
