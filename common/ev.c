@@ -167,7 +167,7 @@ void ev_timer_start(struct ev_loop *loop, struct ev_timer *t, long long delay_ms
 	ev_timer_stop(loop, t);
 	if (loop->nheap == loop->heap_cap) {
 		size_t cap = loop->heap_cap ? loop->heap_cap * 2 : 64;
-		struct ev_timer **h = realloc(loop->heap, cap * sizeof(*h));
+		struct ev_timer **h = realloc(loop->heap, cap * sizeof(struct ev_timer *));
 
 		/* A timer that cannot be armed would silently stall its owner. */
 		if (h == NULL)

@@ -149,8 +149,9 @@ int info_set(char *s, size_t size, const char *key, const char *value)
 	/* ioquake3: strcat(newi, s); strcpy(s, newi) - the new pair first. */
 	memmove(s + nlen, tmp, slen + 1);
 	s[0] = '\\';
-	memcpy(s + 1, key, klen);
+	memcpy(s + 1, key, klen); /* NOLINT(bugprone-not-null-terminated-result) */
 	s[1 + klen] = '\\';
-	memcpy(s + 2 + klen, value, vlen);
+	/* Not terminated here: the rest of the string, moved above, follows. */
+	memcpy(s + 2 + klen, value, vlen); /* NOLINT(bugprone-not-null-terminated-result) */
 	return 0;
 }

@@ -16,9 +16,9 @@ static int dir_of(const char *path, char *dir, size_t size)
 	char tmp[PATH_MAX];
 	int n;
 
-	if (strlen(path) >= sizeof(tmp))
+	n = snprintf(tmp, sizeof(tmp), "%s", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
 		return -ENAMETOOLONG;
-	strcpy(tmp, path);
 	n = snprintf(dir, size, "%s", dirname(tmp));
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;
@@ -159,7 +159,7 @@ int statefile_mkdirs(const char *dir)
 
 	if (len == 0 || len >= sizeof(tmp))
 		return -EINVAL;
-	strcpy(tmp, dir);
+	memcpy(tmp, dir, len + 1);
 	for (size_t i = 1; i <= len; i++) {
 		if (tmp[i] != '/' && tmp[i] != '\0')
 			continue;

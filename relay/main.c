@@ -179,7 +179,7 @@ static void copy_path(char *dst, size_t size, const char *src, const char *what)
 {
 	if (strlen(src) >= size || src[0] == '\0')
 		die_usage("%s: empty or too long", what);
-	strcpy(dst, src);
+	memcpy(dst, src, strlen(src) + 1);
 }
 
 static bool parse_args(int argc, char **argv, struct relay_cfg *c, enum log_target *lt)
@@ -226,7 +226,7 @@ static bool parse_args(int argc, char **argv, struct relay_cfg *c, enum log_targ
 			break;
 		case OPT_HB_INTERVAL:
 			c->heartbeat_interval_ms =
-				parse_num(optarg, 1, 86400, "--heartbeat-interval") * 1000;
+				parse_num(optarg, 1, 86400, "--heartbeat-interval") * 1000LL;
 			break;
 		case OPT_CONTROL:
 			if (addr_parse(&c->control, optarg, -1) < 0)

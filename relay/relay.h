@@ -21,14 +21,14 @@
 #define RELAY_TAG_MAX     (64)
 
 /* The seed's constants (etrelay ENGINE v2, "Constants"). */
-#define RELAY_SESSION_TIMEOUT_MS   (2 * 60 * 1000)
+#define RELAY_SESSION_TIMEOUT_MS   (2LL * 60 * 1000)
 #define RELAY_SESSION_QUEUE        (64)
 #define RELAY_MAX_SESSIONS         (2048)
 #define RELAY_MAX_PACKET           (65535)
 #define RELAY_QUERY_BURST          (5)
 #define RELAY_QUERY_RATE           (1)
 #define RELAY_MAX_QUERY_SOURCES    (65536)
-#define RELAY_QUERY_FORGET_MS      (60 * 1000)
+#define RELAY_QUERY_FORGET_MS      (60LL * 1000)
 #define RELAY_PROBE_ATTEMPTS       (3)
 #define RELAY_PROBE_TIMEOUT_MS     (3000)
 #define RELAY_HEARTBEAT_INTERVAL_S (300)
@@ -36,8 +36,8 @@
 #define RELAY_MAX_BANS             (16384)
 /* Bytes held by all session queues together: keeps the worst case bounded
  * (64 packets x 64 KiB x 2048 sessions would be 8 GiB). */
-#define RELAY_QUEUE_BYTES_MAX  (32u * 1024 * 1024)
-#define RELAY_CONTROL_RETRY_MS (10 * 1000)
+#define RELAY_QUEUE_BYTES_MAX  ((size_t)32 * 1024 * 1024)
+#define RELAY_CONTROL_RETRY_MS (10LL * 1000)
 
 struct relay_master {
 	char host[RELAY_HOST_MAX];
