@@ -38,6 +38,8 @@ struct httpd_req {
 	size_t nextra;
 };
 
+/* MHD's own messages: the format comes from the library. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];

@@ -56,6 +56,8 @@ bool log_is_journal(void)
 }
 
 static void vemit_stamp(enum log_level lvl, int errnum, bool stamp, const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+static void vemit_stamp(enum log_level lvl, int errnum, bool stamp, const char *fmt, va_list ap)
 {
 	char line[2048];
 	size_t n = 0;
@@ -92,6 +94,8 @@ static void vemit_stamp(enum log_level lvl, int errnum, bool stamp, const char *
 	(void)!write(STDERR_FILENO, line, n);
 }
 
+static void vemit(enum log_level lvl, int errnum, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 static void vemit(enum log_level lvl, int errnum, const char *fmt, va_list ap)
 {
 	vemit_stamp(lvl, errnum, true, fmt, ap);
