@@ -50,6 +50,9 @@ static const char usage[] =
 	"    --heartbeat-tag TAG       default EnemyTerritory-1 (QuakeArena-1 for Q3/OA)\n"
 	"    --flatline-tag TAG        default ETFlatline-1\n"
 	"    --heartbeat-interval S    seconds between heartbeats (default 300)\n"
+	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
+	"                              sources together (default 100, 0 = no cap);\n"
+	"                              the masters are exempt\n"
 	"    --control ADDR:PORT       HTTP control API (off by default; bind it to\n"
 	"                              127.0.0.1 or a tunnel address, never public)\n"
 	"    --token-file PATH         bearer token for the control API, >= 32 chars\n"
@@ -63,6 +66,10 @@ static const char usage[] =
 	"    --session-timeout S       idle session lifetime (default 120)\n"
 	"    --probe-timeout MS        wait per server probe attempt (default 3000)\n"
 	"    --max-sessions N          concurrent sessions (default 2048)\n"
+	"    --unconfirmed-timeout S   idle lifetime of sessions the client never\n"
+	"                              confirmed by speaking after the server's answer\n"
+	"                              (default 10); when the table is full the oldest\n"
+	"                              of them (idle >= 1 s) makes room for a new client\n"
 	"\n"
 	"CONTROL API\n"
 	"    GET /healthz (no token), GET /sessions, GET /bans, PUT /bans/IP with\n"
@@ -95,6 +102,8 @@ enum {
 	OPT_SESSION_TIMEOUT,
 	OPT_PROBE_TIMEOUT,
 	OPT_MAX_SESSIONS,
+	OPT_QUERY_BUDGET,
+	OPT_UNCONFIRMED_TIMEOUT,
 };
 
 static const struct option options[] = {
@@ -116,6 +125,8 @@ static const struct option options[] = {
 	{"session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT},
 	{"probe-timeout", required_argument, NULL, OPT_PROBE_TIMEOUT},
 	{"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+	{"query-budget", required_argument, NULL, OPT_QUERY_BUDGET},
+	{"unconfirmed-timeout", required_argument, NULL, OPT_UNCONFIRMED_TIMEOUT},
 	{NULL, 0, NULL, 0},
 };
 
@@ -196,6 +207,8 @@ static bool parse_args(int argc, char **argv, struct relay_cfg *c, enum log_targ
 	c->session_timeout_ms = RELAY_SESSION_TIMEOUT_MS;
 	c->probe_timeout_ms = RELAY_PROBE_TIMEOUT_MS;
 	c->max_sessions = RELAY_MAX_SESSIONS;
+	c->query_budget = RELAY_QUERY_BUDGET;
+	c->unconfirmed_timeout_ms = RELAY_UNCONFIRMED_TIMEOUT_MS;
 	*lt = LOG_TARGET_AUTO;
 
 	while ((o = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -267,6 +280,13 @@ static bool parse_args(int argc, char **argv, struct relay_cfg *c, enum log_targ
 			break;
 		case OPT_PROBE_TIMEOUT:
 			c->probe_timeout_ms = parse_num(optarg, 10, 60000, "--probe-timeout");
+			break;
+		case OPT_UNCONFIRMED_TIMEOUT:
+			c->unconfirmed_timeout_ms =
+				parse_num(optarg, 1, 86400, "--unconfirmed-timeout") * 1000;
+			break;
+		case OPT_QUERY_BUDGET:
+			c->query_budget = (unsigned)parse_num(optarg, 0, 1000000, "--query-budget");
 			break;
 		case OPT_MAX_SESSIONS:
 			c->max_sessions = (unsigned)parse_num(optarg, 1, 65536, "--max-sessions");

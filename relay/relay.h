@@ -36,7 +36,13 @@
 #define RELAY_MAX_BANS             (16384)
 /* Bytes held by all session queues together: keeps the worst case bounded
  * (64 packets x 64 KiB x 2048 sessions would be 8 GiB). */
-#define RELAY_QUEUE_BYTES_MAX  ((size_t)32 * 1024 * 1024)
+#define RELAY_QUEUE_BYTES_MAX ((size_t)32 * 1024 * 1024)
+/* Unconfirmed sessions (see relay_proxy.c) idle this long are closed; when
+ * the table is full, the oldest one idle for the grace period makes room. */
+#define RELAY_UNCONFIRMED_TIMEOUT_MS (10LL * 1000) /* --unconfirmed-timeout */
+#define RELAY_UNCONFIRMED_GRACE_MS   (1000LL)
+/* Queries forwarded per second from all sources together (--query-budget). */
+#define RELAY_QUERY_BUDGET     (100)
 #define RELAY_CONTROL_RETRY_MS (10LL * 1000)
 
 struct relay_master {
@@ -62,6 +68,8 @@ struct relay_cfg {
 	long long session_timeout_ms;
 	long long probe_timeout_ms;
 	unsigned max_sessions;
+	unsigned query_budget; /* per second, all sources; 0 = off */
+	long long unconfirmed_timeout_ms;
 };
 
 enum relay_drop {
@@ -72,6 +80,7 @@ enum relay_drop {
 	DROP_QUEUE_FULL,
 	DROP_SESSION_CAP,
 	DROP_SEND_ERROR,
+	DROP_QUERY_BUDGET,
 	DROP_NREASONS
 };
 
@@ -79,7 +88,7 @@ struct relay_stats {
 	uint64_t pkts_to_server, bytes_to_server;
 	uint64_t pkts_to_client, bytes_to_client;
 	uint64_t drops[DROP_NREASONS];
-	uint64_t sessions_opened, sessions_closed;
+	uint64_t sessions_opened, sessions_closed, sessions_evicted;
 	uint64_t state_write_errors;
 };
 
@@ -151,6 +160,8 @@ void relay_heartbeat_shutdown(struct relay_heartbeat *hb, void (*done)(void *), 
 /* Appends Prometheus lines for heartbeats. */
 struct strbuf;
 void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *out);
+/* True if ip is the last resolved address of one of our masters. */
+bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct addr_ip *ip);
 
 /* ---- relay_bans.c ---- */
 

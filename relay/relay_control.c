@@ -248,6 +248,9 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	       relay_proxy_session_count(r->proxy));
 	metric(&b, "rally_relay_sessions_opened_total", "counter", "Sessions opened.",
 	       r->st.sessions_opened);
+	metric(&b, "rally_relay_sessions_evicted_total", "counter",
+	       "Unconfirmed sessions closed to make room for a new client.",
+	       r->st.sessions_evicted);
 	strbuf_printf(&b,
 		      "# HELP rally_relay_packets_total Datagrams forwarded.\n"
 		      "# TYPE rally_relay_packets_total counter\n"

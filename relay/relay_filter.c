@@ -55,7 +55,7 @@ const char *relay_drop_name(enum relay_drop d)
 		[DROP_FILTERED] = "filtered",         [DROP_MALFORMED] = "malformed",
 		[DROP_RATE_LIMITED] = "rate_limited", [DROP_BANNED] = "banned",
 		[DROP_QUEUE_FULL] = "queue_full",     [DROP_SESSION_CAP] = "session_cap",
-		[DROP_SEND_ERROR] = "send_error",
+		[DROP_SEND_ERROR] = "send_error",     [DROP_QUERY_BUDGET] = "query_budget",
 	};
 
 	return (unsigned)d < DROP_NREASONS ? names[d] : "unknown";

@@ -378,6 +378,20 @@ void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *ou
 		hb->alive ? 1 : 0);
 }
 
+bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct addr_ip *ip)
+{
+	for (size_t i = 0; i < hb->r->cfg.nmasters; i++) {
+		struct addr_ip m;
+
+		if (!hb->cached[i])
+			continue;
+		addr_to_ip(&hb->cache[i], &m);
+		if (memcmp(m.b, ip->b, sizeof(m.b)) == 0)
+			return true;
+	}
+	return false;
+}
+
 int relay_heartbeat_new(struct relay *r)
 {
 	struct relay_heartbeat *hb = calloc(1, sizeof(*hb));

@@ -43,6 +43,15 @@ struct session {
 	struct ev_io *io;
 	uint16_t upstream_port;
 	long long created_ms, last_ms;
+	/*
+	 * Unconfirmed until the client speaks again after the server's first
+	 * answer: spoofed sources, one-shot queries and half-opened handshakes
+	 * stay unconfirmed, players confirm within one round trip. Unconfirmed
+	 * sessions sit on their own recency list, expire sooner and make room
+	 * for new clients when the table is full.
+	 */
+	bool confirmed;
+	struct session *uprev, *unext;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	/* Packets for the server that met a full socket buffer. */
 	struct qpkt *q[RELAY_SESSION_QUEUE];
@@ -57,6 +66,9 @@ struct relay_proxy {
 	struct ratelim *queries;
 	struct ev_timer sweep;
 	size_t queued_bytes;
+	struct session *unconf_old, *unconf_new; /* unconfirmed, by recency */
+	/* Queries forwarded per second, all sources together. */
+	long long qbudget_milli, qbudget_ms;
 
 	/* Receive batch of the public socket. */
 	struct mmsghdr in_msgs[BATCH];
@@ -75,6 +87,7 @@ struct relay_proxy {
 };
 
 static void session_close(struct relay_proxy *p, struct session *s, const char *why);
+static void session_touch(struct relay_proxy *p, struct session *s, long long now);
 
 static void drop(struct relay_proxy *p, enum relay_drop why)
 {
@@ -82,6 +95,16 @@ static void drop(struct relay_proxy *p, enum relay_drop why)
 }
 
 /* ---- answers: server -> public socket -> client ---- */
+
+/* Makes answer slots [0, n) ready to receive into again. */
+static void reset_out(struct relay_proxy *p, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		p->out_iov[k].iov_len = BUF_SIZE;
+		p->out_msgs[k].msg_hdr.msg_name = NULL;
+		p->out_msgs[k].msg_hdr.msg_namelen = 0;
+	}
+}
 
 static void flush_out(struct relay_proxy *p)
 {
@@ -109,6 +132,7 @@ static void flush_out(struct relay_proxy *p)
 		}
 		sent += (unsigned)n;
 	}
+	reset_out(p, p->nout);
 	p->nout = 0;
 }
 
@@ -164,13 +188,9 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 
 		if (p->nout == BATCH)
 			flush_out(p);
+		/* Slots from base on are clean: flush_out() resets what it sent. */
 		base = p->nout;
 		room = BATCH - base;
-		for (unsigned k = base; k < BATCH; k++) {
-			p->out_iov[k].iov_len = BUF_SIZE;
-			p->out_msgs[k].msg_hdr.msg_name = NULL;
-			p->out_msgs[k].msg_hdr.msg_namelen = 0;
-		}
 		/* One syscall takes what is there (up to the batch's room);
 		 * epoll is level-triggered, so any rest wakes us again. */
 		n = recvmmsg(ev_io_fd(io), p->out_msgs + base, room, MSG_DONTWAIT, NULL);
@@ -202,12 +222,48 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 			p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
 			p->nout++;
 		}
-		s->last_ms = ev_now(p->r->loop);
-		htab_touch(p->sessions, s);
+		session_touch(p, s, ev_now(p->r->loop));
 	}
 }
 
 /* ---- sessions ---- */
+
+static void unconf_unlink(struct relay_proxy *p, struct session *s)
+{
+	if (s->uprev != NULL)
+		s->uprev->unext = s->unext;
+	else
+		p->unconf_old = s->unext;
+	if (s->unext != NULL)
+		s->unext->uprev = s->uprev;
+	else
+		p->unconf_new = s->uprev;
+	s->uprev = s->unext = NULL;
+}
+
+static void unconf_append(struct relay_proxy *p, struct session *s)
+{
+	s->unext = NULL;
+	s->uprev = p->unconf_new;
+	if (p->unconf_new != NULL)
+		p->unconf_new->unext = s;
+	else
+		p->unconf_old = s;
+	p->unconf_new = s;
+}
+
+/* Records activity: both recency lists, at most once per millisecond. */
+static void session_touch(struct relay_proxy *p, struct session *s, long long now)
+{
+	if (s->last_ms == now)
+		return;
+	s->last_ms = now;
+	htab_touch(p->sessions, s);
+	if (!s->confirmed && p->unconf_new != s) {
+		unconf_unlink(p, s);
+		unconf_append(p, s);
+	}
+}
 
 static void session_free_queue(struct relay_proxy *p, struct session *s)
 {
@@ -227,6 +283,8 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 
 	ev_io_del(s->io, true);
 	session_free_queue(p, s);
+	if (!s->confirmed)
+		unconf_unlink(p, s);
 	p->r->st.sessions_closed++;
 	htab_remove(p->sessions, s);
 	log_debug("session - %s (%zu active) reason=%s in=%llu/%lluB out=%llu/%lluB",
@@ -243,6 +301,8 @@ static void expire_sessions(struct relay_proxy *p, long long now)
 	while ((s = htab_oldest(p->sessions)) != NULL &&
 	       now - s->last_ms >= p->r->cfg.session_timeout_ms)
 		session_close(p, s, "idle");
+	while ((s = p->unconf_old) != NULL && now - s->last_ms >= p->r->cfg.unconfirmed_timeout_ms)
+		session_close(p, s, "idle-unconfirmed");
 }
 
 static void on_sweep(struct ev_timer *t, void *arg)
@@ -265,8 +325,16 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 
 	expire_sessions(p, ev_now(r->loop));
 	if (htab_count(p->sessions) >= r->cfg.max_sessions) {
-		drop(p, DROP_SESSION_CAP);
-		return NULL;
+		struct session *old = p->unconf_old;
+
+		/* Full: the oldest unconfirmed session makes room once it has
+		 * had a second to confirm; confirmed ones are never evicted. */
+		if (old == NULL || ev_now(r->loop) - old->last_ms < RELAY_UNCONFIRMED_GRACE_MS) {
+			drop(p, DROP_SESSION_CAP);
+			return NULL;
+		}
+		session_close(p, old, "evicted");
+		r->st.sessions_evicted++;
 	}
 	fd = socket(r->server.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -288,6 +356,8 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 	s->client = *client;
 	s->upstream_port = addr_port(&local);
 	s->created_ms = s->last_ms = ev_now(r->loop);
+	s->confirmed = false;
+	unconf_append(p, s);
 	r->st.sessions_opened++;
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
@@ -347,6 +417,33 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 
 /* ---- requests: client -> public socket -> session ---- */
 
+/*
+ * The per-IP buckets cannot stop a flood from many (spoofed) sources: each
+ * new source comes with a full bucket. The budget caps the queries
+ * forwarded per second from all sources together (the engine answers only
+ * about that many anyway), and the masters we heartbeat are exempt so their
+ * challenge still gets through under a flood.
+ */
+static bool query_budget_take(struct relay_proxy *p, const struct addr_ip *ip)
+{
+	long long now = ev_now(p->r->loop), rate = p->r->cfg.query_budget;
+	long long cap = rate * 1000;
+
+	if (rate == 0)
+		return true;
+	if (now > p->qbudget_ms) {
+		p->qbudget_milli += (now - p->qbudget_ms) * rate;
+		if (p->qbudget_milli > cap)
+			p->qbudget_milli = cap;
+		p->qbudget_ms = now;
+	}
+	if (p->qbudget_milli >= 1000) {
+		p->qbudget_milli -= 1000;
+		return true;
+	}
+	return p->r->hb != NULL && relay_heartbeat_is_master(p->r->hb, ip);
+}
+
 static void handle_client(struct relay_proxy *p, const struct addr *from, const uint8_t *buf,
 			  size_t len)
 {
@@ -394,6 +491,10 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 			}
 			return;
 		}
+		if (!query_budget_take(p, &ip)) {
+			drop(p, DROP_QUERY_BUDGET);
+			return;
+		}
 		break;
 	}
 	case VERDICT_GAME:
@@ -407,9 +508,12 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 		if (s == NULL)
 			return;
 	} else {
-		htab_touch(p->sessions, s);
+		if (!s->confirmed && s->pkts_out > 0) {
+			s->confirmed = true;
+			unconf_unlink(p, s);
+		}
+		session_touch(p, s, ev_now(r->loop));
 	}
-	s->last_ms = ev_now(r->loop);
 	if (v != VERDICT_GAME && log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
 
@@ -455,12 +559,18 @@ static void on_public(struct ev_io *io, uint32_t events, void *arg)
  */
 static void grow_buffers(int fd)
 {
-	int size = 4 << 20;
+	int size = 4 << 20, got = 0;
+	socklen_t len = sizeof(got);
 
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	/* The kernel reports twice what it grants (socket(7)). */
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 && got / 2 < (1 << 20))
+		log_warnx("socket-buffer-small rcvbuf=%d want=%d hint=\"raise net.core.rmem_max "
+			  "and wmem_max (tools/systemd/99-rally-relay.conf)\"",
+			  got / 2, size);
 }
 
 /*
@@ -572,6 +682,8 @@ int relay_proxy_new(struct relay *r)
 	p->r = r;
 	p->fd = -1;
 	ev_timer_init(&p->sweep);
+	p->qbudget_milli = (long long)r->cfg.query_budget * 1000;
+	p->qbudget_ms = ev_now(r->loop);
 	p->sessions =
 		htab_new(r->cfg.max_sessions, sizeof(struct addr_key), sizeof(struct session));
 	p->queries = ratelim_new(RELAY_MAX_QUERY_SOURCES, RELAY_QUERY_BURST, RELAY_QUERY_RATE,
@@ -593,6 +705,7 @@ int relay_proxy_new(struct relay *r)
 		p->out_msgs[i].msg_hdr.msg_iov = &p->out_iov[i];
 		p->out_msgs[i].msg_hdr.msg_iovlen = 1;
 	}
+	reset_out(p, BATCH);
 	ret = addr_udp_bind(&r->cfg.listen);
 	if (ret < 0)
 		goto fail;

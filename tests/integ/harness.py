@@ -450,3 +450,31 @@ def parse_metrics(text):
         k, v = ln.rsplit(" ", 1)
         out[k] = float(v)
     return out
+
+
+class Echo:
+    """A UDP echo server on 127.0.0.1, for relay behaviour that needs every
+    datagram answered: a real engine answers one IP (and the relay's
+    sessions all share one) at most 10 times a second, which would make
+    tests about session bookkeeping measure the engine's limiter instead."""
+
+    def __init__(self, env):
+        self.sock = env.udp()
+        self.addr = self.sock.getsockname()
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+        env.cleanups.append(self.close)
+
+    def run(self):
+        self.sock.settimeout(0.1)
+        while not self.stop:
+            try:
+                data, src = self.sock.recvfrom(65535)
+                self.sock.sendto(data, src)
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.t.join(2)

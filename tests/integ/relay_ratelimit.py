@@ -2,7 +2,9 @@
 """getstatus/getinfo are limited per source IP: a burst of 5, then 1/s. The
 6th getstatus within a second from one IP goes unanswered, is answered again
 after the refill, and another IP is unaffected meanwhile. Other commands are
-not limited."""
+not limited. Beyond the per-IP buckets, a budget caps the queries forwarded
+per second from all sources together (--query-budget), which is what stops
+a flood from many spoofed sources."""
 
 import time
 
@@ -45,6 +47,22 @@ def scenario(env):
     m = relay.metrics()
     check(m["rally_relay_query_sources"] == 2, "limiter sources: %r" % m["rally_relay_query_sources"])
     env.daemons_alive(relay, oa)
+    relay.stop()
+
+    # The global budget: 3 queries a second from all sources together. A
+    # fresh server: this one's own per-IP limiter has seen enough of the
+    # relay's address for now.
+    oa2 = OAServer(env, name="oa2")
+    relay = Relay(env, oa2.addr, args=["--query-budget", "3"], name="relay-budget")
+    many = [env.udp("127.0.5.%d" % (i + 1)) for i in range(6)]
+    for s in many:
+        s.sendto(oob("getinfo"), relay.addr)
+    answered = sum(len(drain(s, 0.3)) for s in many)
+    check(answered == 3, "budget 3/s: %d of 6 sources answered" % answered)
+    check(relay.drops("query_budget") == 3, "query_budget drops: %s" % relay.drops("query_budget"))
+    time.sleep(1.05)
+    check(query(many[0], relay.addr, "getinfo", timeout=2), "budget not refilled after a second")
+    env.daemons_alive(relay, oa2)
 
 
 run(scenario)

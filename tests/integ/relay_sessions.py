@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Session limits: MAX_SESSIONS (2048 by default) - clients beyond it are
 dropped and counted while open sessions keep working; idle sessions close
-after SESSION_TIMEOUT (shortened here) and free their place."""
+after SESSION_TIMEOUT (shortened here) and free their place. Sessions the
+client never confirmed (one-shot or spoofed sources: no second packet after
+the server's answer) expire sooner and, when the table is full, the oldest of
+them makes room for a new client, so a flood of spoofed sources cannot lock
+players out; confirmed sessions are never evicted."""
 
 import resource
 import time
 
-from harness import OAServer, Relay, check, query, run, wait_for
+from harness import Echo, OAServer, Relay, check, query, run, wait_for
 
 
 def scenario(env):
@@ -48,7 +52,50 @@ def scenario(env):
     st, sessions, _ = relay.api("GET", "/sessions")
     check(sessions == [] or all(s["idle_ms"] < 1500 for s in sessions), "idle sessions listed: %r" % sessions)
     check(query(c, relay.addr, "getchallenge", timeout=2), "c not served after the others expired")
-    env.daemons_alive(relay, oa)
+    env.daemons_alive(relay)
+    relay.stop()
+
+    # A "spoofed" flood of one-shot sources fills the table... (an echo
+    # server stands behind the relay here: see harness.Echo)
+    echo = Echo(env)
+    relay = Relay(env, echo.addr, args=["--max-sessions", "8", "--unconfirmed-timeout", "3"],
+                  name="relay-evict")
+    one_shot = [env.udp("127.0.1.%d" % (i + 1)) for i in range(8)]
+    for s in one_shot:
+        s.sendto(b"\x00\x00\x00\x07in-game", relay.addr)
+    wait_for(lambda: relay.metrics()["rally_relay_sessions"] == 8, 5, "8 one-shot sessions")
+    player = env.udp("127.0.2.1")
+    check(query(player, relay.addr, "getchallenge", timeout=0.3) is None,
+          "a new client got in while every unconfirmed session was under 1 s old")
+    # ...but once they have had a second to confirm, a new client evicts the oldest.
+    time.sleep(1.05)
+    check(query(player, relay.addr, "getchallenge", timeout=2), "new client locked out by one-shot sessions")
+    relay.wait_line(r"session - 127\.0\.1\.1:\d+ \(\d active\) reason=evicted")
+    check(relay.metrics()["rally_relay_sessions_evicted_total"] == 1, "eviction not counted")
+    # The player confirms (speaks again after the answer); fill the rest with
+    # confirmed players too: now nothing may be evicted.
+    check(query(player, relay.addr, "getchallenge", timeout=2), "player's second packet")
+    players = [player]
+    for i in range(7):
+        p2 = env.udp("127.0.3.%d" % (i + 1))
+        time.sleep(1.05) if i == 0 else None
+        check(query(p2, relay.addr, "getchallenge", timeout=2), "player %d not admitted" % i)
+        check(query(p2, relay.addr, "getchallenge", timeout=2), "player %d second packet" % i)
+        players.append(p2)
+    wait_for(lambda: relay.metrics()["rally_relay_sessions_evicted_total"] == 8, 5, "all one-shots evicted")
+    time.sleep(1.05)
+    late = env.udp("127.0.4.1")
+    check(query(late, relay.addr, "getchallenge", timeout=0.5) is None, "a confirmed session was evicted")
+    for p2 in players:
+        check(query(p2, relay.addr, "getchallenge", timeout=2), "a confirmed player lost its session")
+    # Unconfirmed sessions expire after --unconfirmed-timeout (3 s here).
+    relay.stop()
+    relay = Relay(env, echo.addr, args=["--unconfirmed-timeout", "1"], name="relay-unconf")
+    x = env.udp()
+    x.sendto(b"\x00\x00\x00\x09in-game", relay.addr)
+    relay.wait_line(r"session - 127\.0\.0\.1:%d \(0 active\) reason=idle-unconfirmed" % x.getsockname()[1],
+                    timeout=5)
+    env.daemons_alive(relay)
 
 
 run(scenario)
