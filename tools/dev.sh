@@ -59,11 +59,13 @@ build() {
 cmd_test() {
 	install_missing "${build_pkgs[@]}" "${test_pkgs[@]}"
 	say "checking the formatting (clang-format)"
-	local bad
-	bad=$(cd "$top" && git ls-files '*.c' '*.h' | xargs clang-format --dry-run 2>&1 | grep -c warning || true)
-	if [ "$bad" != "0" ]; then
-		(cd "$top" && git ls-files '*.c' '*.h' | xargs clang-format --dry-run 2>&1 | head -40)
-		echo "clang-format: $bad places differ; run clang-format -i on them" >&2
+	local f unformatted=()
+	while IFS= read -r f; do
+		clang-format --dry-run --Werror "$top/$f" >/dev/null 2>&1 || unformatted+=("$f")
+	done < <(cd "$top" && git ls-files '*.c' '*.h')
+	if [ ${#unformatted[@]} -gt 0 ]; then
+		echo "clang-format: these files differ from .clang-format: ${unformatted[*]}" >&2
+		echo "run: clang-format -i ${unformatted[*]}" >&2
 		exit 1
 	fi
 	build "$top/build-test" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWERROR=ON \
