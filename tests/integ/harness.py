@@ -204,13 +204,7 @@ class Relay(Proc):
     def metrics(self):
         st, text, _ = self.api("GET", "/metrics")
         check(st == 200, "GET /metrics -> %s" % st)
-        out = {}
-        for ln in text.splitlines():
-            if ln.startswith("#") or not ln.strip():
-                continue
-            k, v = ln.rsplit(" ", 1)
-            out[k] = float(v)
-        return out
+        return parse_metrics(text)
 
     def drops(self, reason):
         return self.metrics().get('rally_relay_drops_total{reason="%s"}' % reason, 0)
@@ -452,29 +446,53 @@ def parse_metrics(text):
     return out
 
 
-class Echo:
-    """A UDP echo server on 127.0.0.1, for relay behaviour that needs every
-    datagram answered: a real engine answers one IP (and the relay's
-    sessions all share one) at most 10 times a second, which would make
-    tests about session bookkeeping measure the engine's limiter instead."""
+class UdpPeer:
+    """A UDP socket on 127.0.0.1 served by a thread: records every datagram
+    (time, data, source) and lets a subclass answer it (on_datagram)."""
 
-    def __init__(self, env):
-        self.sock = env.udp()
+    def __init__(self, env, ip="127.0.0.1"):
+        self.sock = env.udp(ip)
         self.addr = self.sock.getsockname()
+        self.got = []
+        self.lock = threading.Lock()
         self.stop = False
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
         env.cleanups.append(self.close)
+
+    def on_datagram(self, data, src):
+        pass
 
     def run(self):
         self.sock.settimeout(0.1)
         while not self.stop:
             try:
                 data, src = self.sock.recvfrom(65535)
-                self.sock.sendto(data, src)
             except OSError:
-                pass
+                continue
+            with self.lock:
+                self.got.append((time.monotonic(), data, src))
+            self.on_datagram(data, src)
 
     def close(self):
         self.stop = True
         self.t.join(2)
+
+    def packets(self, since=0, src=None, prefix=None):
+        with self.lock:
+            return [(t, d, s) for t, d, s in self.got
+                    if t >= since and (src is None or s == src) and
+                    (prefix is None or d.startswith(prefix))]
+
+
+class Echo(UdpPeer):
+    """A UDP echo server on 127.0.0.1, for relay behaviour that needs every
+    datagram answered: a real engine answers one IP (and the relay's
+    sessions all share one) at most 10 times a second, which would make
+    tests about session bookkeeping measure the engine's limiter instead."""
+
+    def on_datagram(self, data, src):
+        try:
+            self.sock.sendto(data, src)
+        except OSError:
+            pass

@@ -10,45 +10,13 @@ Masters are resolved by name on every heartbeat (localhost here)."""
 
 import os
 import signal
-import socket
-import threading
 import time
 
-from harness import OAServer, Relay, check, query, run, wait_for
+from harness import OAServer, Relay, UdpPeer, check, query, run, wait_for
 
 
-class Master:
-    """Records every datagram; challenges heartbeats like a Q3 master."""
-
-    def __init__(self, env):
-        self.sock = env.udp()
-        self.addr = self.sock.getsockname()
-        self.got = []
-        self.lock = threading.Lock()
-        self.stop = False
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-        env.cleanups.append(self.close)
-
-    def run(self):
-        self.sock.settimeout(0.1)
-        while not self.stop:
-            try:
-                data, src = self.sock.recvfrom(65535)
-            except OSError:
-                continue
-            with self.lock:
-                self.got.append((time.monotonic(), data, src))
-
-    def close(self):
-        self.stop = True
-        self.t.join(2)
-
-    def packets(self, since=0, src=None, prefix=None):
-        with self.lock:
-            return [(t, d, s) for t, d, s in self.got
-                    if t >= since and (src is None or s == src) and
-                    (prefix is None or d.startswith(prefix))]
+class Master(UdpPeer):
+    """Records every datagram (the test plays the master's part by hand)."""
 
 
 def scenario(env):
