@@ -233,6 +233,18 @@ void *htab_newer(const struct htab *t, const void *val)
 	return n == NIL ? NULL : ent_val(t, n);
 }
 
+void *htab_newest(const struct htab *t)
+{
+	return t->newest == NIL ? NULL : ent_val(t, t->newest);
+}
+
+void *htab_older(const struct htab *t, const void *val)
+{
+	uint32_t n = ent_at(t, ent_idx(t, val))->prev;
+
+	return n == NIL ? NULL : ent_val(t, n);
+}
+
 size_t htab_count(const struct htab *t)
 {
 	return t->count;

@@ -48,6 +48,10 @@ void *htab_oldest(const struct htab *t);
  * removing the current entry is allowed if the next was fetched first). */
 void *htab_newer(const struct htab *t, const void *val);
 
+/* Most recent entry, or NULL; and the next less recent one (newest first). */
+void *htab_newest(const struct htab *t);
+void *htab_older(const struct htab *t, const void *val);
+
 size_t htab_count(const struct htab *t);
 size_t htab_capacity(const struct htab *t);
 

@@ -23,6 +23,7 @@ struct httpd {
 	struct httpd_cfg cfg;
 	httpd_handler *handler;
 	void *arg;
+	unsigned nsuspended;
 };
 
 struct httpd_req {
@@ -34,6 +35,9 @@ struct httpd_req {
 	size_t body_len;
 	bool too_big;
 	bool replied;
+	bool want_suspend, suspended;
+	struct MHD_Response *pending; /* answer of a suspended request */
+	unsigned pending_status;
 	struct httpd_header extra[MAX_EXTRA_HEADERS];
 	size_t nextra;
 };
@@ -104,9 +108,18 @@ int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, 
 					r->d->cfg.headers[i].value);
 	for (size_t i = 0; i < r->nextra; i++)
 		MHD_add_response_header(resp, r->extra[i].name, r->extra[i].value);
+	r->replied = true;
+	if (r->suspended) {
+		/* MHD calls on_request again once resumed; it queues this. */
+		r->pending = resp;
+		r->pending_status = status;
+		r->suspended = false;
+		r->d->nsuspended--;
+		MHD_resume_connection(r->conn);
+		return 0;
+	}
 	ok = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
-	r->replied = true;
 	return ok == MHD_YES ? 0 : -EIO;
 }
 
@@ -207,9 +220,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->body_len += n;
 		return MHD_YES;
 	}
+	if (r->pending != NULL) {
+		enum MHD_Result ok = MHD_queue_response(conn, r->pending_status, r->pending);
+
+		MHD_destroy_response(r->pending);
+		r->pending = NULL;
+		return ok;
+	}
 	if (r->replied)
 		return MHD_YES;
-	if (r->too_big) {
+	if (r->too_big && !d->cfg.pass_oversize) {
 		char msg[64];
 
 		snprintf(msg, sizeof(msg), "body larger than %zu bytes", d->cfg.max_body);
@@ -218,6 +238,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (r->body != NULL)
 		r->body[r->body_len] = '\0';
 	d->handler(r, d->arg);
+	if (!r->replied && r->want_suspend) {
+		r->suspended = true;
+		d->nsuspended++;
+		MHD_suspend_connection(conn);
+		return MHD_YES;
+	}
 	if (!r->replied)
 		httpd_reply_error(r, 500, "no response");
 	return MHD_YES;
@@ -233,9 +259,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (r == NULL)
 		return;
+	if (r->pending != NULL)
+		MHD_destroy_response(r->pending);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;
+}
+
+void httpd_suspend(struct httpd_req *r)
+{
+	r->want_suspend = true;
+}
+
+unsigned httpd_suspended(const struct httpd *d)
+{
+	return d->nsuspended;
 }
 
 const char *httpd_method(const struct httpd_req *r)
@@ -256,6 +294,11 @@ const char *httpd_query(const struct httpd_req *r, const char *name)
 const char *httpd_header(const struct httpd_req *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+bool httpd_body_too_big(const struct httpd_req *r)
+{
+	return r->too_big;
 }
 
 const struct addr *httpd_peer(const struct httpd_req *r)

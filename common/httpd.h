@@ -27,7 +27,10 @@ struct httpd_header {
 };
 
 struct httpd_cfg {
-	size_t max_body;         /* bytes; larger bodies: 413 */
+	size_t max_body; /* bytes; larger bodies: 413 (see pass_oversize) */
+	/* Call the handler for a larger body too, without it: the handler
+	 * sees httpd_body_too_big() and answers as its protocol wants. */
+	bool pass_oversize;
 	unsigned conn_limit;     /* concurrent connections */
 	unsigned per_ip_limit;   /* concurrent connections per IP, 0 = off */
 	unsigned conn_timeout_s; /* idle connections are closed after this */
@@ -57,11 +60,23 @@ const char *httpd_query(const struct httpd_req *r, const char *name);
 /* A request header (case-insensitive name), or NULL. */
 const char *httpd_header(const struct httpd_req *r, const char *name);
 const struct addr *httpd_peer(const struct httpd_req *r);
-/* The body, NUL-terminated; len may be NULL. */
+/* True when the body was larger than max_body (and was dropped). */
+bool httpd_body_too_big(const struct httpd_req *r);
+/* The body, NUL-terminated ("" when none or too big); len may be NULL. */
 const char *httpd_body(const struct httpd_req *r, size_t *len);
 
 /* Adds a response header for this request (up to 8), before the reply. */
 int httpd_add_header(struct httpd_req *r, const char *name, const char *value);
+
+/*
+ * Keeps the request open after the handler returns without a reply (the
+ * answer needs I/O: a UDP ping-back). Reply later, from any loop callback,
+ * with httpd_reply*() on the same req, which stays valid until then. Every
+ * suspended request must be answered before httpd_free().
+ */
+void httpd_suspend(struct httpd_req *r);
+/* Suspended requests not answered yet. */
+unsigned httpd_suspended(const struct httpd *d);
 
 /* Queues a response with a copy of body. Returns 0 or -errno. */
 int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, const void *body,

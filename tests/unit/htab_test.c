@@ -63,10 +63,17 @@ static size_t order(const struct htab *t, uint32_t *out, size_t max)
 static bool order_is(const struct htab *t, const uint32_t *want, size_t n)
 {
 	uint32_t got[64];
+	size_t back = 0;
 
 	if (order(t, got, 64) != n)
 		return false;
-	return memcmp(got, want, n * sizeof(*want)) == 0;
+	/* Newest first must be the same list reversed. */
+	for (void *v = htab_newest(t); v != NULL; v = htab_older(t, v)) {
+		if (back >= n || key_num(htab_key(t, v)) != want[n - 1 - back])
+			return false;
+		back++;
+	}
+	return back == n && memcmp(got, want, n * sizeof(*want)) == 0;
 }
 
 static void test_new(void)
