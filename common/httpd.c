@@ -24,6 +24,7 @@ struct httpd {
 	httpd_handler *handler;
 	void *arg;
 	unsigned nsuspended;
+	bool kick; /* a connection was resumed: MHD_run before sleeping */
 };
 
 struct httpd_req {
@@ -81,6 +82,13 @@ static void before_sleep(void *arg)
 	struct httpd *d = arg;
 	MHD_UNSIGNED_LONG_LONG t;
 
+	if (d->kick) {
+		/* External mode: MHD notices a resumed connection only in
+		 * MHD_run(), so run it now rather than after the timeout. */
+		d->kick = false;
+		ev_timer_start(d->loop, &d->timer, 0, on_mhd_timer, d);
+		return;
+	}
 	if (MHD_get_timeout(d->mhd, &t) == MHD_YES)
 		ev_timer_start(d->loop, &d->timer, t > 60000 ? 60000 : (long long)t, on_mhd_timer,
 			       d);
@@ -116,6 +124,7 @@ int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, 
 		r->suspended = false;
 		r->d->nsuspended--;
 		MHD_resume_connection(r->conn);
+		r->d->kick = true;
 		return 0;
 	}
 	ok = MHD_queue_response(r->conn, status, resp);
@@ -269,6 +278,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 void httpd_suspend(struct httpd_req *r)
 {
 	r->want_suspend = true;
+}
+
+unsigned httpd_connections(const struct httpd *d)
+{
+	const union MHD_DaemonInfo *i =
+		MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+	return i != NULL ? i->num_connections : 0;
 }
 
 unsigned httpd_suspended(const struct httpd *d)

@@ -75,6 +75,8 @@ int httpd_add_header(struct httpd_req *r, const char *name, const char *value);
  * suspended request must be answered before httpd_free().
  */
 void httpd_suspend(struct httpd_req *r);
+/* Open client connections. */
+unsigned httpd_connections(const struct httpd *d);
 /* Suspended requests not answered yet. */
 unsigned httpd_suspended(const struct httpd *d);
 

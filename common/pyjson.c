@@ -177,6 +177,20 @@ static void put_string(struct pyjson *j, const char *str, size_t len)
 			i++;
 			continue;
 		}
+		/* What a Python str holds and UTF-8 cannot (master_py's
+		 * json.loads keeps them): U+0000 as C0 80, lone surrogates as
+		 * ED A0..BF xx; json.dumps writes \u0000 and \udxxx. */
+		if (c == 0xc0 && i + 1 < len && s[i + 1] == 0x80) {
+			put_u(j, 0);
+			i += 2;
+			continue;
+		}
+		if (c == 0xed && i + 2 < len && (s[i + 1] & 0xe0) == 0xa0 &&
+		    (s[i + 2] & 0xc0) == 0x80) {
+			put_u(j, 0xd000 | (unsigned)(s[i + 1] & 0x3f) << 6 | (s[i + 2] & 0x3f));
+			i += 3;
+			continue;
+		}
 		n = utf8_next(s + i, len - i, &cp);
 		if (n == 0) {
 			put_u(j, 0xfffd);

@@ -35,7 +35,9 @@ void pyjson_arr_begin(struct pyjson *j);
 void pyjson_arr_end(struct pyjson *j);
 /* An object key (UTF-8, escaped like a string). */
 void pyjson_key(struct pyjson *j, const char *k);
-/* A string from UTF-8 bytes; invalid UTF-8 bytes are written as U+FFFD. */
+/* A string from UTF-8 bytes; invalid UTF-8 bytes are written as U+FFFD,
+ * except C0 80 (\u0000) and ED A0..BF xx (a lone surrogate, \udxxx): the
+ * forms master_py gives what a Python str holds and UTF-8 cannot. */
 void pyjson_str(struct pyjson *j, const char *s, size_t len);
 void pyjson_cstr(struct pyjson *j, const char *s);
 void pyjson_int(struct pyjson *j, long long v);
