@@ -22,11 +22,14 @@ import threading
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
+from http.client import HTTPConnection
 
 BUILD = os.environ.get("RALLY_BUILD_DIR") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
 RELAY_BIN = os.path.join(BUILD, "relay", "rally-relay")
+MASTER_BIN = os.path.join(BUILD, "master", "rally-master")
 OA_SERVER = "/usr/games/openarena-server"
 OOB = b"\xff\xff\xff\xff"
 TOKEN = "integ-test-token-0123456789abcdef0123456789"
@@ -208,6 +211,40 @@ class Relay(Proc):
 
     def drops(self, reason):
         return self.metrics().get('rally_relay_drops_total{reason="%s"}' % reason, 0)
+
+
+class Master(Proc):
+    """rally-master on loopback: HTTP and the Q3 UDP master on port 0."""
+
+    def __init__(self, env, args=(), state_dir=None, debug=True, wait_ready=True, name="master"):
+        self.state_dir = state_dir or os.path.join(env.dir, "master-state")
+        argv = [MASTER_BIN, "--http", "127.0.0.1:0", "--udp", "127.0.0.1:0",
+                "--state-dir", self.state_dir, "--log", "plain"]
+        if debug:
+            argv.append("--debug")
+        argv += list(args)
+        super().__init__(env, name, argv)
+        self.http_addr = self.udp_addr = None
+        if wait_ready:
+            self.ready()
+
+    def ready(self, timeout=10):
+        m = self.wait_line(r"^(?:<\d>)?ready http=(\S+) udp=(\S+)$", timeout)
+        self.http_addr = parse_addr(m.group(1))
+        self.udp_addr = parse_addr(m.group(2))
+        return self
+
+    def url(self, path):
+        return "http://%s:%d%s" % (self.http_addr[0], self.http_addr[1], path)
+
+    def call(self, method, path, body=None, raw=None, headers=None):
+        """(status, parsed JSON or text, headers) of an HTTP call."""
+        return http(method, self.url(path), body=body, raw=raw, headers=headers)
+
+    def metrics(self):
+        st, text, _ = self.call("GET", "/metrics")
+        check(st == 200, "GET /metrics -> %s" % st)
+        return parse_metrics(text)
 
 
 def http(method, url, body=None, token=None, raw=None, headers=None, timeout=5):
@@ -496,3 +533,180 @@ class Echo(UdpPeer):
             self.sock.sendto(data, src)
         except OSError:
             pass
+
+
+def http_raw(method, url, body=None, headers=None, source=None, timeout=10):
+    """(status, body bytes, headers) of one HTTP call, nothing parsed, for
+    byte-exact checks. source binds the client to that local IP (another
+    127.0.0.x), so a test can be a caller other than 127.0.0.1."""
+    u = urllib.parse.urlsplit(url)
+    c = HTTPConnection(u.hostname, u.port, timeout=timeout,
+                       source_address=(source, 0) if source else None)
+    try:
+        c.request(method, u.path + ("?" + u.query if u.query else ""), body=body,
+                  headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read(), dict(r.getheaders())
+    finally:
+        c.close()
+
+
+class PongServer(UdpPeer):
+    """A stand-in for a Fugitive3D game server (not packaged for Debian):
+    answers each "ping" datagram with reply ("pong"; None stays silent)."""
+
+    def __init__(self, env, ip="127.0.0.1", reply=b"pong"):
+        self.reply = reply
+        super().__init__(env, ip)
+
+    def on_datagram(self, data, src):
+        if self.reply is not None and data == b"ping":
+            try:
+                self.sock.sendto(self.reply, src)
+            except OSError:
+                pass
+
+
+# ---- Quake 3 master (master_q3_*.py) ----
+
+Q3_INFO = {"protocol": "71", "sv_maxclients": "8", "clients": "0", "gamename": "Quake3Arena"}
+
+
+class FakeQ3Server(UdpPeer):
+    """A scripted Quake 3 engine server for the master's UDP side: it answers
+    every getinfo with an infoResponse echoing the challenge, followed by
+    `info` (a dict, or a raw infostring). answer=False keeps it silent;
+    challenge= makes it echo that instead. Every challenge it was sent is
+    kept in .challenges."""
+
+    def __init__(self, env, ip="127.0.0.1", info=None, answer=True, challenge=None):
+        self.info = dict(Q3_INFO) if info is None else info
+        self.answer = answer
+        self.challenge = challenge
+        self.challenges = []
+        if ":" not in ip:
+            super().__init__(env, ip)
+            return
+        # UdpPeer binds IPv4 only: the same, on an IPv6 socket.
+        self.sock = env.udp(ip, socket.AF_INET6)
+        self.addr = self.sock.getsockname()[:2]
+        self.got = []
+        self.lock = threading.Lock()
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+        env.cleanups.append(self.close)
+
+    def infostring(self):
+        if isinstance(self.info, dict):
+            return "".join("\\%s\\%s" % kv for kv in self.info.items())
+        return self.info
+
+    def on_datagram(self, data, src):
+        if not data.startswith(OOB + b"getinfo "):
+            return
+        ch = data[len(OOB) + 8:].decode("latin-1")
+        self.challenges.append(ch)
+        if not self.answer:
+            return
+        echo = ch if self.challenge is None else self.challenge
+        try:
+            self.sock.sendto(OOB + b"infoResponse\n" + ("\\challenge\\" + echo +
+                                                        self.infostring()).encode("latin-1"), src)
+        except OSError:
+            pass
+
+    def heartbeat(self, master, tag="QuakeArena-1"):
+        self.sock.sendto(OOB + ("heartbeat %s\n" % tag).encode(), master)
+
+
+def q3_parse_response(datagrams, ext=False):
+    """Servers [(ip, port)] of a getservers(Ext)Response run; checks the
+    framing: the header on each datagram, at most 1,400 bytes each, the EOT
+    mark at the end of the last one only. Returns None if there is no EOT."""
+    hdr = OOB + (b"getserversExtResponse" if ext else b"getserversResponse")
+    out = []
+    for i, d in enumerate(datagrams):
+        check(len(d) <= 1400, "response datagram of %d bytes" % len(d))
+        check(d.startswith(hdr), "response without its header: %r" % d[:40])
+        o = len(hdr)
+        while o < len(d):
+            if d[o:] == b"\\EOT\0\0\0":
+                check(i == len(datagrams) - 1, "EOT in datagram %d of %d" % (i + 1, len(datagrams)))
+                return out
+            if d[o:o + 1] == b"\\" and len(d) - o >= 7:
+                out.append((socket.inet_ntop(socket.AF_INET, d[o + 1:o + 5]),
+                            int.from_bytes(d[o + 5:o + 7], "big")))
+                o += 7
+            elif ext and d[o:o + 1] == b"/" and len(d) - o >= 19:
+                out.append((socket.inet_ntop(socket.AF_INET6, d[o + 1:o + 17]),
+                            int.from_bytes(d[o + 17:o + 19], "big")))
+                o += 19
+            else:
+                raise Failure("bad entry at %d: %r" % (o, d[o:o + 20]))
+    return None
+
+
+def q3_getservers(sock, master, request, timeout=2.0):
+    """Sends "getservers ..." or "getserversExt ..." and reads the answer up
+    to its EOT mark: (servers, datagrams), or (None, datagrams) when no
+    complete answer came within timeout."""
+    ext = request.startswith("getserversExt")
+    sock.setblocking(False)
+    try:
+        while True:
+            sock.recvfrom(65535)  # leftovers of an earlier request
+    except (BlockingIOError, InterruptedError):
+        pass
+    sock.setblocking(True)
+    sock.sendto(oob(request), master)
+    got = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data, _ = sock.recvfrom(65535)
+        except socket.timeout:
+            break
+        got.append(data)
+        if data.endswith(b"\\EOT\0\0\0"):
+            return q3_parse_response(got, ext), got
+    return None, got
+
+
+def quakestat(kind, master, srcip=None, timeout=30):
+    """qstat against a master (kind "-q3m", "-q3m,71", "-openarenam"), raw
+    output: (number of servers the master gave, [server lines as field
+    lists]). srcip picks the client's address (the master throttles per IP)."""
+    argv = ["quakestat", "-retry", "1", "-mi", "0.2", "-raw", ",", "-nh"]
+    if srcip:
+        argv += ["-srcip", srcip]
+    argv += [kind, "%s:%d" % master]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    check(r.returncode == 0, "%s: status %d: %s" % (" ".join(argv), r.returncode, r.stderr))
+    lines = [ln.split(",") for ln in r.stdout.splitlines() if ln.strip()]
+    check(lines and lines[0][1] == "%s:%d" % master, "quakestat output: %r" % r.stdout)
+    return int(lines[0][2]), lines[1:]
+
+
+def udp_spoof(src, dst, payload):
+    """Sends a UDP datagram that claims to come from src (ip, port) through
+    a raw socket (root): what an attacker who spoofs sources can do."""
+    import struct
+    check(os.geteuid() == 0, "spoofing a source address needs root (raw socket)")
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+    try:
+        s.bind((src[0], 0))
+        s.sendto(struct.pack("!HHHH", src[1], dst[1], 8 + len(payload), 0) + payload, (dst[0], 0))
+    finally:
+        s.close()
+
+
+def private_loopback():
+    """A loopback address of this test's own (127.100-250.x.y, drawn at
+    random), for a daemon that takes fixed ports (rally-master
+    --relay-ports): on its own address the fixed range cannot collide with
+    another test's, and no port is probed."""
+    import random
+    rnd = random.Random(os.getpid() ^ int(time.time() * 1000))
+    return "127.%d.%d.%d" % (rnd.randint(100, 250), rnd.randint(0, 255), rnd.randint(1, 254))

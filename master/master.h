@@ -1,0 +1,232 @@
+/*
+ * rally-master: the shared context of the master's modules.
+ *
+ * One registry (master_registry.c) behind three front doors:
+ *   - the netpunch HTTP API (master_netpunch.c: /announce /leave /list
+ *     /health; master_knock.c: /knock and the UDP relay ports of
+ *     master_relayport.c),
+ *   - the Quake 3 / ET UDP master protocol (master_q3.c),
+ *   - the Fugitive3D repository API (master_fugitive.c).
+ * master_http.c owns the HTTP listener and routes requests to the doors;
+ * main.c parses the command line and wires it all.
+ */
+#ifndef MASTER_H
+#define MASTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "addr.h"
+#include "ev.h"
+
+struct httpd_req;
+struct strbuf;
+struct json_object;
+
+#define MASTER_MAX_TRUSTED (16)
+
+struct master_cfg {
+	struct addr http;  /* --http, default 127.0.0.1:8471 */
+	struct addr udp;   /* --udp, default 0.0.0.0:27950 */
+	bool relay_on;     /* --relay-ip given */
+	char relay_ip[64]; /* what joiners and hosts are told to send to */
+	uint16_t relay_lo, relay_hi;
+	struct addr relay_bind; /* --relay-bind, port unused */
+	char state_dir[4096];
+	long long stale_ms; /* --stale: Fugitive entries */
+	struct addr_ip trusted[MASTER_MAX_TRUSTED];
+	size_t ntrusted;
+	bool debug;
+
+	/* Timeouts tests shorten; the references' values by default. */
+	long long lobby_ttl_ms;    /* 30 s */
+	long long knock_ttl_ms;    /* 60 s */
+	long long relay_idle_ms;   /* 90 s */
+	long long relay_life_ms;   /* 12 h */
+	long long q3_ttl_ms;       /* 15 min */
+	long long q3_challenge_ms; /* 2 s */
+	long long ping_timeout_ms; /* 5 s */
+	long long snapshot_ms;     /* 10 s */
+
+	/* --q3-game specs, parsed by master_q3.c (see its header comment). */
+	const char *q3_games[16];
+	size_t nq3_games;
+};
+
+/* ---- master_registry.c: the one bounded registry ---- */
+
+enum reg_kind {
+	REG_LOBBY,    /* a netpunch lobby (POST /announce) */
+	REG_Q3,       /* a Quake 3 engine server (heartbeat + infoResponse) */
+	REG_FUGITIVE, /* a Fugitive3D server (POST/PUT /servers/{ip:port}) */
+	REG_NKINDS
+};
+
+/* Every entry value starts with this. */
+struct reg_head {
+	long long seen_ms;      /* monotonic, last refresh */
+	long long seen_wall_ms; /* wall clock, last refresh (snapshots, ages) */
+};
+
+#define REG_KEY_MAX (32)
+
+/*
+ * How the registry stores one kind. The module that owns a kind defines its
+ * value struct (starting with struct reg_head) and how it goes to and comes
+ * from the snapshot.
+ */
+struct reg_kind_ops {
+	const char *name; /* the snapshot's array name: "lobbies", "q3", "fugitive" */
+	size_t val_size;  /* sizeof the kind's struct */
+	size_t key_len;   /* <= REG_KEY_MAX */
+	size_t capacity;  /* entries at most */
+	long long ttl_ms; /* an entry not refreshed for this long is dropped */
+	/* Fills key from a value (restoring a snapshot). */
+	void (*key_of)(const void *val, uint8_t key[REG_KEY_MAX]);
+	/* Adds the kind's fields to a snapshot object (the head is saved by
+	 * the registry). */
+	void (*save)(const void *val, struct json_object *obj);
+	/* Validates a snapshot object and fills val (zeroed, head excluded);
+	 * 0, or -EBADMSG with err set. */
+	int (*load)(struct json_object *obj, void *val, char *err, size_t errsize);
+	/* Called before an entry goes (expiry, deletion, replacement by a
+	 * restore), so the owner can release what it counts. May be NULL. */
+	void (*on_drop)(void *arg, void *val);
+	/* Called for each entry a snapshot restored, once it is in its table,
+	 * so the owner can index and count it. May be NULL. */
+	void (*on_restore)(void *arg, void *val);
+	void *arg;
+};
+
+struct registry;
+
+struct registry *registry_new(struct ev_loop *loop);
+void registry_free(struct registry *reg);
+/* Declares a kind; all kinds before registry_load(). 0 or -errno. */
+int registry_add_kind(struct registry *reg, enum reg_kind kind, const struct reg_kind_ops *ops);
+
+/* The value under key, or NULL. */
+void *registry_get(struct registry *reg, enum reg_kind kind, const void *key);
+/*
+ * The value under key, inserted (zeroed, fresh) when absent; *created says
+ * which. NULL with errno ENOSPC when the kind is at capacity (after expiry).
+ */
+void *registry_put(struct registry *reg, enum reg_kind kind, const void *key, bool *created);
+/* Marks an entry refreshed now (it expires ttl_ms from now; newest first). */
+void registry_refresh(struct registry *reg, enum reg_kind kind, void *val);
+void registry_del(struct registry *reg, enum reg_kind kind, void *val);
+/* Drops what has expired; also runs every second on its own. */
+void registry_expire(struct registry *reg);
+
+/* Newest first: start with prev = NULL. */
+void *registry_next(struct registry *reg, enum reg_kind kind, const void *prev);
+size_t registry_count(const struct registry *reg, enum reg_kind kind);
+size_t registry_capacity(const struct registry *reg, enum reg_kind kind);
+
+/*
+ * Snapshots: <state-dir>/registry.json written atomically every
+ * cfg.snapshot_ms and at shutdown; loaded at start. A corrupt snapshot is
+ * moved aside (.corrupt-<time>), logged with the reason, and nothing of it
+ * is loaded. Returns 0 or -errno (the file is then unchanged).
+ */
+int registry_save(struct registry *reg, const char *path);
+int registry_load(struct registry *reg, const char *path);
+/* Starts the periodic snapshot to path. */
+void registry_autosave(struct registry *reg, const char *path, long long every_ms);
+
+/* Prometheus lines for the registry. */
+void registry_metrics(const struct registry *reg, struct strbuf *out);
+
+/* ---- the daemon ---- */
+
+enum master_door { DOOR_NETPUNCH, DOOR_Q3, DOOR_FUGITIVE, DOOR_OPS, DOOR_N };
+
+struct master_http;
+struct master_knock;
+struct master_relayport;
+struct master_q3;
+struct master_fugitive;
+
+struct master {
+	struct master_cfg cfg;
+	struct ev_loop *loop;
+	struct registry *reg;
+	struct master_http *http;
+	struct master_knock *knock;
+	struct master_relayport *relay;
+	struct master_q3 *q3;
+	struct master_fugitive *fug;
+	bool stopping;
+};
+
+/* ---- master_http.c: the listener and the routing ---- */
+
+int master_http_new(struct master *m);
+void master_http_free(struct master_http *h);
+/* The bound address (port 0 resolved). */
+const struct addr *master_http_addr(const struct master_http *h);
+/*
+ * The client's IP for a request: the TCP peer, unless the peer is a
+ * trusted proxy, in which case header (if given and present) names it:
+ * for "X-Forwarded-For" the rightmost address that is not a trusted proxy,
+ * for "X-Real-IP" its value. Returns false (and the peer) when a trusted
+ * proxy sent a header that is not an address.
+ */
+bool master_client_ip(const struct master *m, struct httpd_req *req, const char *header,
+		      struct addr *out);
+bool master_is_trusted(const struct master *m, const struct addr *a);
+/* Counts a request for /metrics (door, status). */
+void master_http_count(struct master *m, const char *endpoint, unsigned status);
+
+/* ---- master_netpunch.c: /announce /leave /list /health ---- */
+
+int master_netpunch_init(struct master *m);
+/* Handles a netpunch request (path already matched by suffix rules). */
+void master_netpunch_handle(struct master *m, struct httpd_req *req);
+/* The netpunch reference's response: JSON text with its headers. */
+void master_netpunch_reply(struct httpd_req *req, unsigned status, const char *json, size_t len);
+
+/* ---- master_knock.c: POST /knock, GET /knock ---- */
+
+int master_knock_new(struct master *m);
+void master_knock_free(struct master_knock *k);
+void master_knock_post(struct master *m, struct httpd_req *req, struct json_object *body);
+void master_knock_get(struct master *m, struct httpd_req *req);
+void master_knock_metrics(const struct master_knock *k, struct strbuf *out);
+
+/* ---- master_relayport.c: the UDP relay ports ---- */
+
+struct relay_alloc_info {
+	uint16_t port;
+	char id_hex[33];
+};
+
+int master_relayport_new(struct master *m);
+void master_relayport_free(struct master_relayport *r);
+/*
+ * The allocation for (tag, nonce): the existing one (its idle timer
+ * refreshed) or a new port. 0, or -ENOSPC when every port is taken.
+ */
+int master_relayport_alloc(struct master_relayport *r, const char *tag, const char *nonce,
+			   struct relay_alloc_info *out);
+void master_relayport_metrics(const struct master_relayport *r, struct strbuf *out);
+
+/* ---- master_q3.c: the Quake 3 / ET UDP master ---- */
+
+int master_q3_new(struct master *m);
+void master_q3_free(struct master_q3 *q);
+const struct addr *master_q3_addr(const struct master_q3 *q);
+void master_q3_metrics(const struct master_q3 *q, struct strbuf *out);
+
+/* ---- master_fugitive.c: the Fugitive3D repository ---- */
+
+int master_fugitive_new(struct master *m);
+/* Answers every pending ping-back (503) so the HTTP side can stop. */
+void master_fugitive_shutdown(struct master_fugitive *f);
+void master_fugitive_free(struct master_fugitive *f);
+/* Handles /servers, /servers/{ip:port}, /reflection/ip. */
+void master_fugitive_handle(struct master *m, struct httpd_req *req);
+void master_fugitive_metrics(const struct master_fugitive *f, struct strbuf *out);
+
+#endif

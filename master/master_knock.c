@@ -1,0 +1,402 @@
+/*
+ * Knocks: the rendezvous notes of netpunch (POST /knock, GET /knock).
+ *
+ * A joiner posts a sealed note under a 24-hex tag; the host polls its tag
+ * every second. The master cannot read a note nor tell which lobby a tag is.
+ * As the reference: notes live 60 s, the newest 16 per tag are kept, 2,000
+ * tags at most, 40 stored posts per client address per minute, and a relay
+ * port is allocated only after the rate check (a refused knock must not hold
+ * a port). Bounded tables (common/htab), O(1) per request but for the
+ * 16 notes of one tag.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "htab.h"
+#include "httpd.h"
+#include "log.h"
+#include "master.h"
+#include "master_py.h"
+#include "pyjson.h"
+#include "strbuf.h"
+
+#define KNOCK_PER_TAG    (16)
+#define KNOCK_MAX_TAGS   (2000)
+#define KNOCK_BLOB_MAX   (1024)
+#define KNOCK_PER_IP_MIN (40)
+#define KNOCK_WINDOW_MS  (60000)
+/* Client addresses remembered for the rate limit; the least recent goes. */
+#define KNOCK_MAX_IPS (65536)
+/* A tag is 24 hex; Python's "$" also lets one trailing newline through. */
+#define TAG_MAX (25)
+
+struct note {
+	double t;        /* unix seconds of the post, as time.time() */
+	long long at_ms; /* monotonic */
+	char blob[KNOCK_BLOB_MAX + 2];
+	bool has_relay;
+	struct relay_alloc_info relay;
+};
+
+struct tag {
+	char tag[TAG_MAX + 1];
+	unsigned head, n; /* ring of the newest notes, oldest at head */
+	long long newest_ms;
+	struct note notes[KNOCK_PER_TAG];
+};
+
+struct ipwin {
+	unsigned head, n; /* ring of post times in the last minute */
+	long long t[KNOCK_PER_IP_MIN];
+};
+
+struct master_knock {
+	struct master *m;
+	struct htab *tags; /* key: tag bytes, zero-padded to TAG_MAX */
+	struct htab *ips;  /* key: struct addr_ip */
+	uint64_t posted, polled, refused_rate, refused_full, relays;
+};
+
+static double unix_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * re.match(r"^[0-9a-f]{lo,hi}$", s) as Python runs it: "$" matches at the
+ * end or before one final newline.
+ */
+static bool hex_match(const char *s, size_t lo, size_t hi)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+
+	if (n < lo || n > hi)
+		return false;
+	return s[n] == '\0' || (s[n] == '\n' && s[n + 1] == '\0');
+}
+
+/* re.match(r"^[A-Za-z0-9+/=]+$", blob), same "$". */
+static bool b64_match(const char *s)
+{
+	size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=");
+
+	return n > 0 && (s[n] == '\0' || (s[n] == '\n' && s[n + 1] == '\0'));
+}
+
+static void tag_key(const char *tag, uint8_t key[TAG_MAX])
+{
+	memset(key, 0, TAG_MAX);
+	memcpy(key, tag, strlen(tag));
+}
+
+/* Drops a tag's notes older than the TTL (they are kept oldest first). */
+static void prune_tag(struct master_knock *k, struct tag *t, long long now)
+{
+	while (t->n > 0 && now - t->notes[t->head].at_ms >= k->m->cfg.knock_ttl_ms) {
+		t->head = (t->head + 1) % KNOCK_PER_TAG;
+		t->n--;
+	}
+}
+
+/* Tags whose newest note has expired go, oldest first. */
+static void expire_tags(struct master_knock *k, long long now)
+{
+	struct tag *t;
+
+	while ((t = htab_oldest(k->tags)) != NULL && now - t->newest_ms >= k->m->cfg.knock_ttl_ms)
+		htab_remove(k->tags, t);
+}
+
+static struct ipwin *ipwin_of(struct master_knock *k, const struct addr_ip *ip, long long now,
+			      bool create)
+{
+	struct ipwin *w = htab_get(k->ips, ip);
+
+	if (w == NULL && create)
+		w = htab_insert(k->ips, ip, true, NULL);
+	if (w == NULL)
+		return NULL;
+	while (w->n > 0 && now - w->t[w->head] >= KNOCK_WINDOW_MS) {
+		w->head = (w->head + 1) % KNOCK_PER_IP_MIN;
+		w->n--;
+	}
+	return w;
+}
+
+/*
+ * The reference's _knock_refusal: 429 when this address stored 40 posts in
+ * the last minute, 503 when the tag is new and 2,000 tags are live.
+ */
+static int refusal(struct master_knock *k, const char *tag, const struct addr_ip *ip, long long now,
+		   const char **why)
+{
+	uint8_t key[TAG_MAX];
+	struct ipwin *w;
+
+	expire_tags(k, now);
+	w = ipwin_of(k, ip, now, false);
+	if (w != NULL && w->n >= KNOCK_PER_IP_MIN) {
+		k->refused_rate++;
+		*why = "too many knocks";
+		return 429;
+	}
+	tag_key(tag, key);
+	if (htab_get(k->tags, key) == NULL && htab_count(k->tags) >= KNOCK_MAX_TAGS) {
+		k->refused_full++;
+		*why = "full";
+		return 503;
+	}
+	return 0;
+}
+
+static void reply_error(struct master *m, struct httpd_req *req, unsigned status, const char *msg)
+{
+	struct strbuf b;
+	struct pyjson j;
+
+	strbuf_init(&b, 256);
+	pyjson_init(&j, &b);
+	pyjson_obj_begin(&j);
+	pyjson_key(&j, "error");
+	pyjson_cstr(&j, msg);
+	pyjson_obj_end(&j);
+	master_netpunch_reply(req, status, b.p, b.len);
+	strbuf_release(&b);
+	master_http_count(m, strcmp(httpd_method(req), "GET") == 0 ? "knock_get" : "knock_post",
+			  status);
+}
+
+static void put_relay(struct master *m, struct pyjson *j, const struct relay_alloc_info *r)
+{
+	pyjson_obj_begin(j);
+	pyjson_key(j, "ip");
+	pyjson_cstr(j, m->cfg.relay_ip);
+	pyjson_key(j, "port");
+	pyjson_int(j, r->port);
+	pyjson_key(j, "id");
+	pyjson_cstr(j, r->id_hex);
+	pyjson_obj_end(j);
+}
+
+void master_knock_post(struct master *m, struct httpd_req *req, struct json_object *d)
+{
+	struct master_knock *k = m->knock;
+	char tag[64], blob[KNOCK_BLOB_MAX + 64], nonce[64];
+	struct relay_alloc_info ra;
+	bool want_relay = false;
+	long long now = ev_now_update(m->loop);
+	const char *why;
+	struct addr client;
+	struct addr_ip ip;
+	uint8_t key[TAG_MAX];
+	struct tag *t;
+	struct ipwin *w;
+	struct note *nt;
+	struct strbuf b;
+	struct pyjson j;
+	int st;
+
+	if (d == NULL || !json_object_is_type(d, json_type_object)) {
+		reply_error(m, req, 400, "bad request");
+		return;
+	}
+	/* tag, blob = str(d.get("s") or ""), str(d.get("blob") or "") */
+	tag[0] = blob[0] = '\0';
+	if (py_truthy_field(d, "s"))
+		py_field_str(d, "s", sizeof(tag) - 1, tag, sizeof(tag));
+	if (py_truthy_field(d, "blob"))
+		py_field_str(d, "blob", KNOCK_BLOB_MAX + 1, blob, sizeof(blob));
+	if (!hex_match(tag, 24, 24) || blob[0] == '\0' || py_utf8_chars(blob) > KNOCK_BLOB_MAX ||
+	    !b64_match(blob)) {
+		reply_error(m, req, 400, "bad knock");
+		return;
+	}
+	/* X-Real-IP, from a trusted proxy only (the reference trusts anyone). */
+	master_client_ip(m, req, "X-Real-IP", &client);
+	addr_to_ip(&client, &ip);
+	if (py_truthy_field(d, "relay") && m->relay != NULL) {
+		nonce[0] = '\0';
+		if (py_truthy_field(d, "j"))
+			py_field_str(d, "j", sizeof(nonce) - 1, nonce, sizeof(nonce));
+		if (!hex_match(nonce, 8, 16)) {
+			reply_error(m, req, 400, "bad nonce");
+			return;
+		}
+		/* The rate check before a port is taken. */
+		st = refusal(k, tag, &ip, now, &why);
+		if (st != 0) {
+			reply_error(m, req, (unsigned)st, why);
+			return;
+		}
+		if (master_relayport_alloc(m->relay, tag, nonce, &ra) < 0) {
+			reply_error(m, req, 503, "relay full");
+			return;
+		}
+		want_relay = true;
+		k->relays++;
+	}
+	st = refusal(k, tag, &ip, now, &why);
+	if (st != 0) {
+		reply_error(m, req, (unsigned)st, why);
+		return;
+	}
+	w = ipwin_of(k, &ip, now, true);
+	if (w != NULL) {
+		w->t[(w->head + w->n) % KNOCK_PER_IP_MIN] = now;
+		w->n++;
+	}
+	tag_key(tag, key);
+	t = htab_get(k->tags, key);
+	if (t == NULL) {
+		t = htab_insert(k->tags, key, false, NULL);
+		if (t == NULL) { /* cannot happen after refusal(); be safe */
+			reply_error(m, req, 503, "full");
+			return;
+		}
+		snprintf(t->tag, sizeof(t->tag), "%s", tag);
+	}
+	prune_tag(k, t, now);
+	if (t->n == KNOCK_PER_TAG) { /* keep the newest 16 */
+		t->head = (t->head + 1) % KNOCK_PER_TAG;
+		t->n--;
+	}
+	nt = &t->notes[(t->head + t->n) % KNOCK_PER_TAG];
+	t->n++;
+	nt->t = unix_now();
+	nt->at_ms = now;
+	snprintf(nt->blob, sizeof(nt->blob), "%s", blob);
+	nt->has_relay = want_relay;
+	if (want_relay)
+		nt->relay = ra;
+	t->newest_ms = now;
+	htab_touch(k->tags, t);
+	k->posted++;
+	if (log_enabled(LOG_LEVEL_DEBUG)) {
+		char a[ADDR_STRLEN];
+
+		log_debug("knock tag=%.8s.. from=%s relay=%s", tag,
+			  addr_ip_str(&client, a, sizeof(a)), want_relay ? "yes" : "no");
+	}
+
+	strbuf_init(&b, 512);
+	pyjson_init(&j, &b);
+	pyjson_obj_begin(&j);
+	pyjson_key(&j, "ok");
+	pyjson_bool(&j, true);
+	pyjson_key(&j, "ttl");
+	pyjson_int(&j, m->cfg.knock_ttl_ms / 1000);
+	if (want_relay) {
+		pyjson_key(&j, "relay");
+		put_relay(m, &j, &ra);
+	}
+	pyjson_obj_end(&j);
+	master_netpunch_reply(req, 200, b.p, b.len);
+	strbuf_release(&b);
+	master_http_count(m, "knock_post", 200);
+}
+
+void master_knock_get(struct master *m, struct httpd_req *req)
+{
+	struct master_knock *k = m->knock;
+	const char *s = httpd_query(req, "s"), *since_s = httpd_query(req, "since");
+	long long now = ev_now_update(m->loop);
+	double since = 0, wall;
+	uint8_t key[TAG_MAX];
+	struct tag *t;
+	struct strbuf b;
+	struct pyjson j;
+
+	if (s == NULL || !hex_match(s, 24, 24)) {
+		reply_error(m, req, 400, "bad tag");
+		return;
+	}
+	/* float(since), 0 when it is not a number. */
+	if (since_s != NULL && since_s[0] != '\0' && !py_float_str(since_s, &since))
+		since = 0;
+	wall = unix_now();
+	k->polled++;
+	tag_key(s, key);
+	t = htab_get(k->tags, key);
+	strbuf_init(&b, (size_t)64 << 10);
+	pyjson_init(&j, &b);
+	pyjson_obj_begin(&j);
+	pyjson_key(&j, "knocks");
+	pyjson_arr_begin(&j);
+	if (t != NULL) {
+		prune_tag(k, t, now);
+		for (unsigned i = 0; i < t->n; i++) {
+			const struct note *nt = &t->notes[(t->head + i) % KNOCK_PER_TAG];
+
+			if (!(nt->t > since))
+				continue;
+			pyjson_obj_begin(&j);
+			pyjson_key(&j, "t");
+			pyjson_float(&j, nt->t);
+			pyjson_key(&j, "blob");
+			pyjson_cstr(&j, nt->blob);
+			if (nt->has_relay) {
+				pyjson_key(&j, "relay");
+				put_relay(m, &j, &nt->relay);
+			}
+			pyjson_obj_end(&j);
+		}
+	}
+	pyjson_arr_end(&j);
+	pyjson_key(&j, "now");
+	pyjson_float(&j, wall);
+	pyjson_obj_end(&j);
+	master_netpunch_reply(req, 200, b.p, b.len);
+	strbuf_release(&b);
+	master_http_count(m, "knock_get", 200);
+}
+
+void master_knock_metrics(const struct master_knock *k, struct strbuf *out)
+{
+	strbuf_printf(out,
+		      "# HELP rally_master_knocks_total Knocks stored, polls, and refusals.\n"
+		      "# TYPE rally_master_knocks_total counter\n"
+		      "rally_master_knocks_total{event=\"posted\"} %llu\n"
+		      "rally_master_knocks_total{event=\"polled\"} %llu\n"
+		      "rally_master_knocks_total{event=\"refused_rate\"} %llu\n"
+		      "rally_master_knocks_total{event=\"refused_full\"} %llu\n"
+		      "rally_master_knocks_total{event=\"relay_requested\"} %llu\n"
+		      "# HELP rally_master_knock_tags Tags with live notes.\n"
+		      "# TYPE rally_master_knock_tags gauge\nrally_master_knock_tags %zu\n",
+		      (unsigned long long)k->posted, (unsigned long long)k->polled,
+		      (unsigned long long)k->refused_rate, (unsigned long long)k->refused_full,
+		      (unsigned long long)k->relays, htab_count(k->tags));
+}
+
+int master_knock_new(struct master *m)
+{
+	struct master_knock *k = calloc(1, sizeof(*k));
+
+	if (k == NULL)
+		return -ENOMEM;
+	k->m = m;
+	k->tags = htab_new(KNOCK_MAX_TAGS, TAG_MAX, sizeof(struct tag));
+	k->ips = htab_new(KNOCK_MAX_IPS, sizeof(struct addr_ip), sizeof(struct ipwin));
+	if (k->tags == NULL || k->ips == NULL) {
+		master_knock_free(k);
+		return -ENOMEM;
+	}
+	m->knock = k;
+	return 0;
+}
+
+void master_knock_free(struct master_knock *k)
+{
+	if (k == NULL)
+		return;
+	htab_free(k->tags);
+	htab_free(k->ips);
+	free(k);
+}
