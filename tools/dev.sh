@@ -2,8 +2,9 @@
 # The README's two commands, for a fresh Debian 12 machine as root:
 #
 #   tools/dev.sh run    install what is missing, build, start the suite's
-#                       main job on local defaults (a real OpenArena server
-#                       on loopback behind rally-relay) and print what to try
+#                       main job on local defaults (rally-master, and a real
+#                       OpenArena server on loopback behind rally-relay, which
+#                       heartbeats that master) and print what to try
 #   tools/dev.sh test   install what is missing, build with -Werror and
 #                       ASan+UBSan, check the formatting, run every test
 #
@@ -76,12 +77,26 @@ cmd_test() {
 		ctest --output-on-failure -j "$jobs" --timeout 300
 }
 
+# Waits until the file's first lines hold a line starting with $2, or the
+# process $3 dies.
+wait_ready() {
+	local i
+	for i in $(seq 100); do
+		grep -q "^$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || { cat "$1"; exit 1; }
+		sleep 0.1
+	done
+	echo "timed out waiting for $1" >&2
+	exit 1
+}
+
 cmd_run() {
 	install_missing "${build_pkgs[@]}" "${run_pkgs[@]}"
 	build "$top/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF
 	local demo="$top/out/demo" game_port=${GAME_PORT:-27960} oa_port=${OA_PORT:-27961}
-	local control_port=${CONTROL_PORT:-27980}
-	mkdir -p "$demo/oa" "$demo/state"
+	local control_port=${CONTROL_PORT:-27980} http_port=${HTTP_PORT:-8471}
+	local master_port=${MASTER_PORT:-27950}
+	mkdir -p "$demo/oa" "$demo/state" "$demo/master"
 	[ -s "$demo/token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$demo/token"
 	chmod 600 "$demo/token"
 
@@ -94,6 +109,13 @@ cmd_run() {
 	trap cleanup EXIT
 	trap 'exit 0' INT TERM
 
+	say "starting rally-master on 127.0.0.1:$http_port (HTTP) and 127.0.0.1:$master_port (UDP)"
+	"$top/build/master/rally-master" --http "127.0.0.1:$http_port" \
+		--udp "127.0.0.1:$master_port" --relay-ip 127.0.0.1 --relay-bind 127.0.0.1 \
+		--state-dir "$demo/master" 2>"$demo/master.log" &
+	pids+=($!)
+	wait_ready "$demo/master.log" ready "${pids[0]}"
+
 	say "starting OpenArena on 127.0.0.1:$oa_port (LAN mode, no internet masters)"
 	/usr/games/openarena-server +set fs_homepath "$demo/oa" +set dedicated 1 \
 		+set net_enabled 1 +set net_ip 127.0.0.1 +set net_port "$oa_port" \
@@ -102,41 +124,43 @@ cmd_run() {
 		+map oa_dm1 >"$demo/oa.log" 2>&1 &
 	pids+=($!)
 
-	say "starting rally-relay on 127.0.0.1:$game_port"
+	say "starting rally-relay on 127.0.0.1:$game_port, heartbeating the local master"
 	"$top/build/relay/rally-relay" --listen "127.0.0.1:$game_port" \
-		--server "127.0.0.1:$oa_port" --no-heartbeat --state-dir "$demo/state" \
-		--control "127.0.0.1:$control_port" --token-file "$demo/token" --debug \
-		2>"$demo/relay.log" &
+		--server "127.0.0.1:$oa_port" --master "127.0.0.1:$master_port" \
+		--heartbeat-tag QuakeArena-1 --flatline-tag QuakeArena-1 --heartbeat-interval 60 \
+		--state-dir "$demo/state" --control "127.0.0.1:$control_port" \
+		--token-file "$demo/token" --debug 2>"$demo/relay.log" &
 	pids+=($!)
+	wait_ready "$demo/relay.log" ready "${pids[2]}"
 	local i
 	for i in $(seq 100); do
-		grep -q '^ready' "$demo/relay.log" 2>/dev/null && break
-		kill -0 "${pids[1]}" 2>/dev/null || { cat "$demo/relay.log"; exit 1; }
-		sleep 0.1
-	done
-	for i in $(seq 100); do
-		quakestat -q3s "127.0.0.1:$game_port" -timeout 1 2>/dev/null | grep -q demo && break
+		quakestat -openarenam "127.0.0.1:$master_port" -retry 1 -mi 0.2 2>/dev/null |
+			grep -q "127.0.0.1:$game_port" && break
 		sleep 0.3
 	done
 	local tok
 	tok=$(cat "$demo/token")
 	cat <<EOF
 
-rally-relay is up (logs: $demo/relay.log, $demo/oa.log)
-  game (UDP)    127.0.0.1:$game_port   -> OpenArena on 127.0.0.1:$oa_port
-  control API   http://127.0.0.1:$control_port   token: $demo/token
+rallypoint is up (logs in $demo: master.log, relay.log, oa.log)
+  rally-master  http://127.0.0.1:$http_port (netpunch API, Fugitive repository, /metrics)
+                udp 127.0.0.1:$master_port (Quake 3 master; the game server is listed there)
+  rally-relay   udp 127.0.0.1:$game_port -> OpenArena on 127.0.0.1:$oa_port
+                control http://127.0.0.1:$control_port, token in $demo/token
 
 Try:
-  quakestat -q3s 127.0.0.1:$game_port
+  quakestat -openarenam 127.0.0.1:$master_port -retry 1 -mi 0.2  # lists the relay's address
+  quakestat -q3s 127.0.0.1:$game_port                        # the server through the relay
+  curl -s http://127.0.0.1:$http_port/list
+  curl -s -d '{"id":"me","code":"MYCODE","name":"my lobby"}' http://127.0.0.1:$http_port/announce
+  curl -s http://127.0.0.1:$http_port/metrics
   curl -s -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/sessions
   curl -s -X PUT -H "Authorization: Bearer $tok" -d '{"reason":"test","duration":60}' \\
-       http://127.0.0.1:$control_port/bans/127.0.0.1      # then quakestat gets nothing
+       http://127.0.0.1:$control_port/bans/127.0.0.1      # then quakestat -q3s gets nothing
   curl -s -X DELETE -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/bans/127.0.0.1
-  curl -s -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/metrics
-  tail -f $demo/relay.log
-Ctrl-C stops both.
+Ctrl-C stops everything.
 EOF
-	wait "${pids[1]}"
+	wait "${pids[2]}"
 }
 
 case "$mode" in
