@@ -554,37 +554,53 @@ void ev_loop_stop(struct ev_loop *loop)
 	loop->stop = true;
 }
 
-int ev_loop_run(struct ev_loop *loop)
+/* One iteration: timers, hooks, at most one epoll_wait of timeout_ms (-1 =
+ * until the next timer), the ready callbacks. */
+static int iterate(struct ev_loop *loop, int max_wait_ms)
 {
 	struct epoll_event evs[EV_BATCH];
+	int n, wait;
 
+	loop->now_ms = ev_monotonic_ms();
+	run_timers(loop);
+	bury(loop);
+	if (loop->stop)
+		return 0;
+	for (size_t i = 0; i < loop->nhooks; i++)
+		loop->hooks[i].cb(loop->hooks[i].arg);
+	wait = next_timeout(loop);
+	if (max_wait_ms >= 0 && (wait < 0 || wait > max_wait_ms))
+		wait = max_wait_ms;
+	n = epoll_wait(loop->epfd, evs, EV_BATCH, wait);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	loop->now_ms = ev_monotonic_ms();
+	for (int i = 0; i < n; i++) {
+		struct ev_io *io = evs[i].data.ptr;
+
+		/* An earlier callback of this batch may have closed it. */
+		if (io->dead)
+			continue;
+		io->cb(io, evs[i].events, io->arg);
+	}
+	bury(loop);
+	return 0;
+}
+
+int ev_loop_run(struct ev_loop *loop)
+{
 	loop->stop = false;
 	while (!loop->stop) {
-		int n;
+		int r = iterate(loop, -1);
 
-		loop->now_ms = ev_monotonic_ms();
-		run_timers(loop);
-		bury(loop);
-		if (loop->stop)
-			break;
-		for (size_t i = 0; i < loop->nhooks; i++)
-			loop->hooks[i].cb(loop->hooks[i].arg);
-		n = epoll_wait(loop->epfd, evs, EV_BATCH, next_timeout(loop));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		loop->now_ms = ev_monotonic_ms();
-		for (int i = 0; i < n; i++) {
-			struct ev_io *io = evs[i].data.ptr;
-
-			/* An earlier callback of this batch may have closed it. */
-			if (io->dead)
-				continue;
-			io->cb(io, evs[i].events, io->arg);
-		}
-		bury(loop);
+		if (r < 0)
+			return r;
 	}
 	return 0;
+}
+
+int ev_loop_run_once(struct ev_loop *loop, int max_wait_ms)
+{
+	loop->stop = false;
+	return iterate(loop, max_wait_ms);
 }

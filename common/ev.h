@@ -52,6 +52,9 @@ void ev_loop_free(struct ev_loop *loop);
 /* Runs until ev_loop_stop(); returns 0, or -errno if epoll_wait fails. */
 int ev_loop_run(struct ev_loop *loop);
 void ev_loop_stop(struct ev_loop *loop);
+/* One iteration, waiting at most max_wait_ms (-1: until the next timer)
+ * for fds; for tests and tools that drive the loop themselves. */
+int ev_loop_run_once(struct ev_loop *loop, int max_wait_ms);
 
 /* Monotonic milliseconds, as read at the start of this iteration. */
 long long ev_now(const struct ev_loop *loop);

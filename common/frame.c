@@ -1,0 +1,509 @@
+#include "frame.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "htab.h"
+#include "rd.h"
+
+/* ---- NP1 datagrams (§1) ---- */
+
+/* "NP1:" + type + payload; "Anything shorter than 5 bytes or not starting
+ * with NP1: is ignored." */
+int np1_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **payload, size_t *plen)
+{
+	if (len < NP1_HDR || memcmp(buf, NP1_MAGIC, 4) != 0)
+		return -EBADMSG;
+	*type = buf[4];
+	*payload = buf + NP1_HDR;
+	*plen = len - NP1_HDR;
+	return 0;
+}
+
+int np1_build(uint8_t *buf, size_t cap, uint8_t type, const uint8_t *payload, size_t plen)
+{
+	if (plen > NP1_MAX - NP1_HDR)
+		return -EMSGSIZE;
+	if (cap < NP1_HDR + plen)
+		return -ENOSPC;
+	/* The payload may already sit at buf + 5. */
+	if (plen > 0)
+		memmove(buf + NP1_HDR, payload, plen);
+	memcpy(buf, NP1_MAGIC, 4);
+	buf[4] = type;
+	return (int)(NP1_HDR + plen);
+}
+
+/* ---- relay port binding (§6), game frames (§8), save chunks (§11) ---- */
+
+int np1_trlb_build(uint8_t *buf, size_t cap, const uint8_t id[static RELAY_ID_LEN], uint8_t role)
+{
+	struct wr w = wr_init(buf, cap);
+
+	wr_bytes(&w, "TRLB", 4);
+	wr_bytes(&w, id, RELAY_ID_LEN);
+	wr_u8(&w, role);
+	return w.bad ? -ENOSPC : (int)w.len;
+}
+
+/* The relay port answers a bind with exactly "TRLA" | id (20 bytes). */
+int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static RELAY_ID_LEN])
+{
+	if (len != TRLA_LEN || memcmp(buf, "TRLA", 4) != 0)
+		return -EBADMSG;
+	memcpy(id, buf + 4, RELAY_ID_LEN);
+	return 0;
+}
+
+/* "Bigger ones [than 1,400 bytes] dropped" (§8). */
+int np1_game_build(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len)
+{
+	if (len > GAME_FRAME_MAX)
+		return -EMSGSIZE;
+	if (cap < 1 + len)
+		return -ENOSPC;
+	if (len > 0)
+		memmove(buf + 1, frame, len);
+	buf[0] = 'g';
+	return (int)(1 + len);
+}
+
+int npf1_build(uint8_t *buf, size_t cap, uint32_t sid, uint32_t seq, const uint8_t *data,
+	       size_t len)
+{
+	struct wr w = wr_init(buf, cap);
+
+	if (len > INT_MAX - NPF1_HDR)
+		return -EMSGSIZE;
+	wr_bytes(&w, "NPF1", 4);
+	wr_be32(&w, sid);
+	wr_be32(&w, seq);
+	wr_bytes(&w, data, len);
+	return w.bad ? -ENOSPC : (int)w.len;
+}
+
+int npf1_parse(const uint8_t *p, size_t len, uint32_t *sid, uint32_t *seq, const uint8_t **data,
+	       size_t *data_len)
+{
+	struct rd r = rd_init(p, len);
+	const uint8_t *magic = rd_bytes(&r, 4);
+	uint32_t s = rd_be32(&r), q = rd_be32(&r);
+
+	if (r.bad || memcmp(magic, "NPF1", 4) != 0)
+		return -EBADMSG;
+	*sid = s;
+	*seq = q;
+	*data = r.p;
+	*data_len = r.left;
+	return 0;
+}
+
+/* ---- mesh envelope (§10) ---- */
+
+int mesh_env_build(uint8_t *buf, size_t cap, const char *to, const char *from, const uint8_t *inner,
+		   size_t len)
+{
+	size_t tl = strlen(to), fl = strlen(from);
+	struct wr w = wr_init(buf, cap);
+
+	if (tl > 255 || fl > 255)
+		return -EINVAL;
+	if (len > INT_MAX - 3 - tl - fl)
+		return -EMSGSIZE;
+	wr_u8(&w, 'r');
+	wr_u8(&w, (uint8_t)tl);
+	wr_bytes(&w, to, tl);
+	wr_u8(&w, (uint8_t)fl);
+	wr_bytes(&w, from, fl);
+	wr_bytes(&w, inner, len);
+	return w.bad ? -ENOSPC : (int)w.len;
+}
+
+/*
+ * Strict UTF-8 as Python's bytes.decode("utf-8") takes it: no overlong
+ * forms, no surrogates (U+D800-U+DFFF), nothing above U+10FFFF. NUL is
+ * valid UTF-8 but refused here: the names become C strings.
+ */
+static bool utf8_name_ok(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = p[i];
+		size_t k;
+		uint8_t lo = 0x80, hi = 0xbf;
+
+		if (c == 0)
+			return false;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			k = 1;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			k = 2;
+			if (c == 0xe0)
+				lo = 0xa0; /* overlong */
+			else if (c == 0xed)
+				hi = 0x9f; /* surrogates */
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			k = 3;
+			if (c == 0xf0)
+				lo = 0x90; /* overlong */
+			else if (c == 0xf4)
+				hi = 0x8f; /* above U+10FFFF */
+		} else {
+			return false;
+		}
+		if (k > n - i - 1)
+			return false;
+		if (p[i + 1] < lo || p[i + 1] > hi)
+			return false;
+		for (size_t j = 2; j <= k; j++) {
+			if (p[i + j] < 0x80 || p[i + j] > 0xbf)
+				return false;
+		}
+		i += k + 1;
+	}
+	return true;
+}
+
+static bool take_name(struct rd *r, char out[static 256])
+{
+	size_t n = rd_u8(r);
+	const uint8_t *s = rd_bytes(r, n);
+
+	if (r->bad || !utf8_name_ok(s, n))
+		return false;
+	if (n > 0)
+		memcpy(out, s, n);
+	out[n] = '\0';
+	return true;
+}
+
+int mesh_env_parse(const uint8_t *p, size_t len, char to[static 256], char from[static 256],
+		   const uint8_t **inner, size_t *inner_len)
+{
+	struct rd r = rd_init(p, len);
+
+	if (rd_u8(&r) != 'r' || r.bad)
+		return -EBADMSG;
+	if (!take_name(&r, to) || !take_name(&r, from))
+		return -EBADMSG;
+	*inner = r.p;
+	*inner_len = r.left;
+	return 0;
+}
+
+/* ---- fragments (§2) ---- */
+
+unsigned frag_count(size_t len)
+{
+	size_t n = len / FRAG_DATA + (len % FRAG_DATA != 0);
+
+	return n > UINT_MAX ? UINT_MAX : (unsigned)n;
+}
+
+int frag_build(uint8_t *buf, size_t cap, uint32_t id, unsigned index, const uint8_t *msg,
+	       size_t len)
+{
+	unsigned count = frag_count(len);
+	size_t off, n;
+	struct wr w = wr_init(buf, cap);
+
+	if (len > FRAG_MAX_MSG)
+		return -EMSGSIZE;
+	if (index >= count)
+		return -EINVAL;
+	off = (size_t)index * FRAG_DATA;
+	n = len - off < FRAG_DATA ? len - off : FRAG_DATA;
+	wr_u8(&w, 'F');
+	wr_be32(&w, id);
+	wr_be32(&w, index);
+	wr_be32(&w, count);
+	wr_bytes(&w, msg + off, n);
+	return w.bad ? -ENOSPC : (int)w.len;
+}
+
+struct slice {
+	uint8_t *p; /* NULL until the fragment came */
+	uint32_t len;
+};
+
+struct partial {
+	struct partial *older, *newer; /* all partials, least recently fed first */
+	struct partial *snext;         /* the sender's, in arrival order */
+	struct sender *owner;
+	uint32_t id, count, have;
+	long long last_ms;
+	size_t data;   /* slice bytes held */
+	size_t charge; /* what it counts against FRAG_MAX_BYTES */
+	struct slice slices[];
+};
+
+/* A sender's entry in the table (keyed by addr_key). */
+struct sender {
+	struct partial *head;
+	unsigned n;
+};
+
+struct frag_reasm {
+	struct htab *senders;
+	struct partial *oldest, *newest;
+	size_t pending, bytes;
+};
+
+struct frag_reasm *frag_reasm_new(size_t max_senders)
+{
+	struct frag_reasm *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	r->senders = htab_new(max_senders, sizeof(struct addr_key), sizeof(struct sender));
+	if (r->senders == NULL) {
+		int e = errno;
+
+		free(r);
+		errno = e;
+		return NULL;
+	}
+	return r;
+}
+
+static void list_unlink(struct frag_reasm *r, struct partial *m)
+{
+	if (m->older != NULL)
+		m->older->newer = m->newer;
+	else
+		r->oldest = m->newer;
+	if (m->newer != NULL)
+		m->newer->older = m->older;
+	else
+		r->newest = m->older;
+	m->older = m->newer = NULL;
+}
+
+static void list_append(struct frag_reasm *r, struct partial *m)
+{
+	m->older = r->newest;
+	m->newer = NULL;
+	if (r->newest != NULL)
+		r->newest->newer = m;
+	else
+		r->oldest = m;
+	r->newest = m;
+}
+
+/* Unlinks m everywhere and frees it; a sender left with none goes too. */
+static void drop(struct frag_reasm *r, struct partial *m)
+{
+	struct sender *s = m->owner;
+	struct partial **pp = &s->head;
+
+	while (*pp != m)
+		pp = &(*pp)->snext;
+	*pp = m->snext;
+	s->n--;
+	list_unlink(r, m);
+	r->pending--;
+	r->bytes -= m->charge;
+	for (uint32_t i = 0; i < m->count; i++)
+		free(m->slices[i].p);
+	free(m);
+	if (s->n == 0)
+		htab_remove(r->senders, s);
+}
+
+void frag_reasm_free(struct frag_reasm *r)
+{
+	if (r == NULL)
+		return;
+	while (r->oldest != NULL)
+		drop(r, r->oldest);
+	htab_free(r->senders);
+	free(r);
+}
+
+static struct sender *sender_get(struct frag_reasm *r, const struct addr *a, bool create)
+{
+	struct addr_key k;
+	struct sender *s;
+
+	addr_to_key(a, &k);
+	s = htab_get(r->senders, k.b);
+	if (s != NULL || !create)
+		return s;
+	/* Table full: forget the least recently heard sender first. */
+	if (htab_count(r->senders) == htab_capacity(r->senders)) {
+		struct sender *old = htab_oldest(r->senders);
+
+		while (old->head != NULL && old->n > 1)
+			drop(r, old->head);
+		drop(r, old->head); /* the last one removes the entry */
+	}
+	return htab_insert(r->senders, k.b, false, NULL);
+}
+
+/* Assembles a complete message (slices in index order) and drops m. */
+static int finish(struct frag_reasm *r, struct partial *m, uint8_t **msg, size_t *msg_len)
+{
+	uint8_t *out = malloc(m->data > 0 ? m->data : 1);
+	size_t o = 0;
+
+	if (out == NULL) {
+		drop(r, m);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < m->count; i++) {
+		if (m->slices[i].len > 0)
+			memcpy(out + o, m->slices[i].p, m->slices[i].len);
+		o += m->slices[i].len;
+	}
+	*msg = out;
+	*msg_len = o;
+	drop(r, m);
+	return 1;
+}
+
+int frag_reasm_feed(struct frag_reasm *r, const struct addr *sender, const uint8_t *p, size_t len,
+		    long long now_ms, uint8_t **msg, size_t *msg_len)
+{
+	struct rd rd = rd_init(p, len);
+	uint8_t magic = rd_u8(&rd);
+	uint32_t id = rd_be32(&rd), index = rd_be32(&rd), count = rd_be32(&rd);
+	size_t n = rd.left;
+	struct sender *s;
+	struct partial *m;
+	struct slice *sl;
+	uint8_t *copy;
+
+	*msg = NULL;
+	*msg_len = 0;
+	/* 'F' | id | index | count | bytes; "index >= count or count 0
+	 * dropped". */
+	if (rd.bad || magic != 'F' || count == 0 || index >= count)
+		return -EBADMSG;
+	if (count > FRAG_MAX_COUNT || n > FRAG_MAX_MSG)
+		return -EMSGSIZE;
+
+	s = sender_get(r, sender, true);
+	if (s == NULL)
+		return -ENOMEM;
+	for (m = s->head; m != NULL; m = m->snext) {
+		if (m->id == id)
+			break;
+	}
+	if (m == NULL) {
+		size_t charge = sizeof(*m) + (size_t)count * sizeof(struct slice);
+
+		/* "At most 64 partial messages per sender (oldest
+		 * dropped)": the one fed least recently, the first
+		 * started on a tie. */
+		if (s->n >= FRAG_MAX_PARTIAL) {
+			struct partial *old = s->head;
+
+			for (struct partial *q = s->head->snext; q != NULL; q = q->snext) {
+				if (q->last_ms < old->last_ms)
+					old = q;
+			}
+			drop(r, old); /* s keeps n - 1 >= 63 entries */
+		}
+		m = calloc(1, sizeof(*m) + (size_t)count * sizeof(struct slice));
+		if (m == NULL) {
+			if (s->n == 0)
+				htab_remove(r->senders, s);
+			return -ENOMEM;
+		}
+		m->owner = s;
+		m->id = id;
+		m->count = count;
+		m->charge = charge;
+		/* Appended to the sender's list: arrival order. */
+		{
+			struct partial **pp = &s->head;
+
+			while (*pp != NULL)
+				pp = &(*pp)->snext;
+			*pp = m;
+		}
+		s->n++;
+		list_append(r, m);
+		r->pending++;
+		r->bytes += charge;
+	} else if (m->count != count) {
+		/* "A fragment whose count differs from the first seen is
+		 * ignored" (a different message reusing the id). */
+		return 0;
+	}
+
+	sl = &m->slices[index];
+	if (m->data - sl->len + n > FRAG_MAX_MSG) {
+		drop(r, m);
+		return -EMSGSIZE;
+	}
+	copy = malloc(n > 0 ? n : 1);
+	if (copy == NULL) {
+		if (m->have == 0)
+			drop(r, m);
+		return -ENOMEM;
+	}
+	if (n > 0)
+		memcpy(copy, rd.p, n);
+	/* A repeated index replaces the slice (netpunch keeps the last). */
+	if (sl->p != NULL) {
+		free(sl->p);
+		m->data -= sl->len;
+		m->charge -= sl->len;
+		r->bytes -= sl->len;
+	} else {
+		m->have++;
+	}
+	sl->p = copy;
+	sl->len = (uint32_t)n;
+	m->data += n;
+	m->charge += n;
+	r->bytes += n;
+	m->last_ms = now_ms;
+	list_unlink(r, m);
+	list_append(r, m);
+	htab_touch(r->senders, s);
+
+	if (m->have == m->count)
+		return finish(r, m, msg, msg_len);
+	/* Over the global budget: the least recently fed go first (never m
+	 * itself: it is the newest and below FRAG_MAX_MSG). */
+	while (r->bytes > FRAG_MAX_BYTES && r->oldest != m)
+		drop(r, r->oldest);
+	return 0;
+}
+
+void frag_reasm_expire(struct frag_reasm *r, long long now_ms)
+{
+	/* The list is in feeding order, so with a monotonic clock the idle
+	 * ones are at its old end. */
+	while (r->oldest != NULL && now_ms - r->oldest->last_ms > FRAG_EXPIRE_MS)
+		drop(r, r->oldest);
+}
+
+void frag_reasm_forget(struct frag_reasm *r, const struct addr *sender)
+{
+	struct sender *s = sender_get(r, sender, false);
+
+	while (s != NULL && s->n > 1)
+		drop(r, s->head);
+	if (s != NULL)
+		drop(r, s->head);
+}
+
+size_t frag_reasm_pending(const struct frag_reasm *r)
+{
+	return r->pending;
+}
+
+size_t frag_reasm_bytes(const struct frag_reasm *r)
+{
+	return r->bytes;
+}

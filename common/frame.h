@@ -1,0 +1,125 @@
+/*
+ * netpunch's NP1 datagrams and what rides in them (netpunch-wire.md §1, §2,
+ * §10; vectors: frames.json).
+ *
+ * A datagram is "NP1:" + type + payload. Inside D/E/S payloads the first
+ * byte says what follows: '{' a JSON lobby message, 'N' (NPF1) a save
+ * chunk, 'g' a game frame, 'r' a mesh envelope, 'F' a fragment of a
+ * control message longer than 1,300 bytes. Pure functions, plus the
+ * fragment reassembler (bounded: 64 partial messages per sender, 15 s).
+ */
+#ifndef FRAME_H
+#define FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "addr.h"
+
+#define NP1_MAGIC        "NP1:"
+#define NP1_HDR          (5)
+#define NP1_MAX          (65535)
+#define NP1_TOKEN_LEN    (8)
+#define FRAG_DATA        (1300)
+#define FRAG_HDR         (13) /* 'F' + id + index + count */
+#define FRAG_MAX_PARTIAL (64)
+#define FRAG_EXPIRE_MS   (15000)
+#define GAME_FRAME_MAX   (1400)
+/* Our bounds (netpunch has none): a reassembled message is at most
+ * FRAG_MAX_MSG bytes in at most FRAG_MAX_COUNT fragments, and a
+ * reassembler holds at most FRAG_MAX_BYTES of partial messages. */
+#define FRAG_MAX_MSG   (1024 * 1024)
+#define FRAG_MAX_COUNT ((FRAG_MAX_MSG + FRAG_DATA - 1) / FRAG_DATA)
+#define FRAG_MAX_BYTES (16 * 1024 * 1024)
+/* Relay port binding (§6): "TRLB" | id16 | 'H'/'J', answered "TRLA" | id16. */
+#define RELAY_ID_LEN (16)
+#define TRLB_LEN     (21)
+#define TRLA_LEN     (20)
+/* Save chunk (§11): "NPF1" | u32be sid | u32be seq | data. */
+#define NPF1_HDR (12)
+
+enum np1_type {
+	NP1_HELLO = 'H',
+	NP1_ACK = 'A',
+	NP1_CONNECTED = 'C',
+	NP1_KEEPALIVE = 'K',
+	NP1_DATA = 'D',
+	NP1_EDATA = 'E',
+	NP1_ADATA = 'S',
+	NP1_KEYX = 'X',
+};
+
+/* Parses a datagram. Returns 0 with the type and a view of the payload,
+ * or -EBADMSG (shorter than 5 bytes, no "NP1:"). Unknown types parse. */
+int np1_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **payload, size_t *plen);
+/* Writes "NP1:" + type + payload (payload may be NULL when plen is 0).
+ * Returns the length, -ENOSPC, or -EMSGSIZE over NP1_MAX. */
+int np1_build(uint8_t *buf, size_t cap, uint8_t type, const uint8_t *payload, size_t plen);
+
+/* "TRLB" | id | role ('H' host, 'J' joiner). Returns 21 or -ENOSPC. */
+int np1_trlb_build(uint8_t *buf, size_t cap, const uint8_t id[static RELAY_ID_LEN], uint8_t role);
+/* A relay port's ack: exactly "TRLA" | id. Returns 0 with id, or -EBADMSG. */
+int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static RELAY_ID_LEN]);
+
+/* A game frame payload: 'g' | the bridge's datagram. Returns the length,
+ * -EMSGSIZE for a frame over GAME_FRAME_MAX, -ENOSPC. */
+int np1_game_build(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len);
+
+/* A save chunk payload: "NPF1" | sid | seq | data. Returns the length or
+ * -ENOSPC. */
+int npf1_build(uint8_t *buf, size_t cap, uint32_t sid, uint32_t seq, const uint8_t *data,
+	       size_t len);
+/* Parses a save chunk payload; data points into p. 0 or -EBADMSG. */
+int npf1_parse(const uint8_t *p, size_t len, uint32_t *sid, uint32_t *seq, const uint8_t **data,
+	       size_t *data_len);
+
+/* The fragments of a message: count = ceil(len / FRAG_DATA). netpunch
+ * fragments only messages longer than FRAG_DATA. */
+unsigned frag_count(size_t len);
+/* Writes fragment index of msg (F + id + index + count + slice). Returns
+ * the length, -ENOSPC, -EINVAL (index >= count), -EMSGSIZE (len over
+ * FRAG_MAX_MSG, which no reassembler of ours would take). */
+int frag_build(uint8_t *buf, size_t cap, uint32_t id, unsigned index, const uint8_t *msg,
+	       size_t len);
+
+struct frag_reasm;
+/* A reassembler for up to max_senders peers (bounded memory: the least
+ * recently heard sender is forgotten for a new one). NULL, errno set. */
+struct frag_reasm *frag_reasm_new(size_t max_senders);
+void frag_reasm_free(struct frag_reasm *r);
+/*
+ * Feeds one fragment (payload starting with 'F') from sender at now_ms
+ * (monotonic). Per (sender, id): a fragment whose count differs from the
+ * first one seen is ignored; a repeated index replaces the slice; a new
+ * message beyond FRAG_MAX_PARTIAL for the sender drops the sender's
+ * least recently fed one; beyond FRAG_MAX_BYTES overall the least
+ * recently fed anywhere go. Returns 1 with a malloc'd complete message in
+ * *msg (caller frees), 0 when more fragments are needed (or the fragment
+ * was ignored), -EBADMSG for a malformed one (short, not 'F', count 0,
+ * index >= count), -EMSGSIZE for a message over our bounds (count above
+ * FRAG_MAX_COUNT, or its slices over FRAG_MAX_MSG: the message is
+ * dropped), -ENOMEM.
+ */
+int frag_reasm_feed(struct frag_reasm *r, const struct addr *sender, const uint8_t *p, size_t len,
+		    long long now_ms, uint8_t **msg, size_t *msg_len);
+/* Drops partial messages that got no fragment for more than
+ * FRAG_EXPIRE_MS. */
+void frag_reasm_expire(struct frag_reasm *r, long long now_ms);
+/* Drops every partial message of sender (a peer that left). */
+void frag_reasm_forget(struct frag_reasm *r, const struct addr *sender);
+/* Partial messages held, and the bytes they are charged (for metrics). */
+size_t frag_reasm_pending(const struct frag_reasm *r);
+size_t frag_reasm_bytes(const struct frag_reasm *r);
+
+/* Mesh envelope: 'r' | u8 len(to) | to | u8 len(from) | from | inner.
+ * Build: names of at most 255 bytes (-EINVAL), -ENOSPC. */
+int mesh_env_build(uint8_t *buf, size_t cap, const char *to, const char *from, const uint8_t *inner,
+		   size_t len);
+/* Parse: the names as NUL-terminated strings, inner pointing into p.
+ * -EBADMSG when short, not 'r', or a name is not valid UTF-8 (as Python
+ * decodes it) or holds a NUL. */
+int mesh_env_parse(const uint8_t *p, size_t len, char to[static 256], char from[static 256],
+		   const uint8_t **inner, size_t *inner_len);
+
+#endif

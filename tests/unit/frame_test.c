@@ -1,0 +1,587 @@
+/*
+ * common/frame against tests/data/frames.json (netpunch punch.py, lobby.py
+ * and masterserver.py constructions): NP1 datagrams, the relay bind, the
+ * save chunk header, the mesh envelope, game frames and fragments. Then
+ * the reassembler's rules (netpunch-wire.md §2, lobby.py _Reassembler):
+ * out of order, duplicates, a count mismatch, expiry 15 s after the last
+ * fragment, 64 partial messages per sender, and our own bounds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "seal.h"
+#include "tap.h"
+#include "vec.h"
+
+static void test_np1(struct json_object *root)
+{
+	struct json_object *v = vec_get(root, "np1");
+	uint8_t buf[256];
+
+	CHECK_EQ_INT(vec_len(v), 6);
+	for (size_t i = 0; i < vec_len(v); i++) {
+		struct json_object *c = vec_at(v, i);
+		size_t pn, bn;
+		uint8_t *payload = vec_hex(vec_str(c, "payload_hex"), &pn);
+		uint8_t *bytes = vec_hex(vec_str(c, "bytes_hex"), &bn);
+		uint8_t type = (uint8_t)vec_str(c, "type_char")[0], t = 0;
+		const uint8_t *p = NULL;
+		size_t pl = 0;
+		int n = np1_build(buf, sizeof(buf), type, payload, pn);
+
+		CHECK_EQ_INT(n, (long long)bn);
+		CHECK(vec_eq_hex(buf, (size_t)n, vec_str(c, "bytes_hex")));
+		CHECK_EQ_INT(np1_parse(bytes, bn, &t, &p, &pl), 0);
+		CHECK_EQ_INT(t, type);
+		CHECK(pl == pn && memcmp(p, payload, pn) == 0);
+		free(payload);
+		free(bytes);
+	}
+	/* "Anything shorter than 5 bytes or not starting with NP1: is
+	 * ignored"; 5 bytes is an empty payload; unknown types parse. */
+	{
+		uint8_t t;
+		const uint8_t *p;
+		size_t pl;
+
+		CHECK_EQ_INT(np1_parse((const uint8_t *)"NP1:", 4, &t, &p, &pl), -EBADMSG);
+		CHECK_EQ_INT(np1_parse((const uint8_t *)"NP2:H", 5, &t, &p, &pl), -EBADMSG);
+		CHECK_EQ_INT(np1_parse((const uint8_t *)"np1:H", 5, &t, &p, &pl), -EBADMSG);
+		CHECK_EQ_INT(np1_parse((const uint8_t *)"", 0, &t, &p, &pl), -EBADMSG);
+		CHECK_EQ_INT(np1_parse((const uint8_t *)"NP1:Z", 5, &t, &p, &pl), 0);
+		CHECK_EQ_INT(t, 'Z');
+		CHECK_EQ_INT(pl, 0);
+		CHECK_EQ_INT(np1_build(buf, 5, NP1_HELLO, NULL, 0), 5);
+		CHECK_EQ_INT(np1_build(buf, 5, NP1_HELLO, (const uint8_t *)"x", 1), -ENOSPC);
+		CHECK_EQ_INT(np1_build(buf, sizeof(buf), NP1_DATA, buf, NP1_MAX - 4), -EMSGSIZE);
+		/* In place: the payload already at buf + 5. */
+		memcpy(buf + NP1_HDR, "abc", 3);
+		CHECK_EQ_INT(np1_build(buf, sizeof(buf), NP1_DATA, buf + NP1_HDR, 3), 8);
+		CHECK(memcmp(buf, "NP1:Dabc", 8) == 0);
+	}
+}
+
+static void test_relay_bind(struct json_object *root)
+{
+	struct json_object *rb = vec_get(root, "relay_bind");
+	struct json_object *pk = vec_get(rb, "packets");
+	size_t n, an;
+	uint8_t *id = vec_hex(vec_str(rb, "alloc_id_hex"), &n);
+	uint8_t buf[64], got[RELAY_ID_LEN];
+	uint8_t *ack = vec_hex(vec_str(vec_at(pk, 2), "bytes_hex"), &an);
+
+	CHECK(id != NULL && n == RELAY_ID_LEN && ack != NULL);
+	if (id == NULL || ack == NULL || n != RELAY_ID_LEN)
+		goto out;
+	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'J'), TRLB_LEN);
+	CHECK(vec_eq_hex(buf, TRLB_LEN, vec_str(vec_at(pk, 0), "bytes_hex")));
+	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'H'), TRLB_LEN);
+	CHECK(vec_eq_hex(buf, TRLB_LEN, vec_str(vec_at(pk, 1), "bytes_hex")));
+	CHECK_EQ_INT(np1_trlb_build(buf, TRLB_LEN - 1, id, 'H'), -ENOSPC);
+	CHECK_EQ_INT(an, TRLA_LEN);
+	CHECK_EQ_INT(np1_trla_parse(ack, an, got), 0);
+	CHECK(memcmp(got, id, RELAY_ID_LEN) == 0);
+	CHECK_EQ_INT(np1_trla_parse(ack, an - 1, got), -EBADMSG);
+	CHECK_EQ_INT(np1_trla_parse(buf, TRLB_LEN, got), -EBADMSG); /* a TRLB */
+	memcpy(buf, ack, an);
+	buf[an] = 0;
+	CHECK_EQ_INT(np1_trla_parse(buf, an + 1, got), -EBADMSG);
+out:
+	free(id);
+	free(ack);
+}
+
+static void test_save_chunk(struct json_object *root)
+{
+	struct json_object *sc = vec_get(root, "save_chunk");
+	size_t dn;
+	uint8_t *data = vec_hex(vec_str(sc, "data_hex"), &dn);
+	uint8_t buf[256], frame[300];
+	uint32_t sid = 0, seq = 0;
+	const uint8_t *d = NULL;
+	size_t dl = 0;
+	int n, fn;
+
+	n = npf1_build(buf, sizeof(buf), (uint32_t)vec_int(sc, "sid"), (uint32_t)vec_int(sc, "seq"),
+		       data, dn);
+	CHECK_EQ_INT(n, (long long)(NPF1_HDR + dn));
+	CHECK(vec_eq_hex(buf, (size_t)n, vec_str(sc, "payload_hex")));
+	fn = np1_build(frame, sizeof(frame), NP1_DATA, buf, (size_t)n);
+	CHECK(vec_eq_hex(frame, (size_t)fn, vec_str(sc, "np1_frame_hex")));
+	CHECK_EQ_INT(npf1_parse(buf, (size_t)n, &sid, &seq, &d, &dl), 0);
+	CHECK_EQ_INT(sid, vec_int(sc, "sid"));
+	CHECK_EQ_INT(seq, vec_int(sc, "seq"));
+	CHECK(dl == dn && memcmp(d, data, dn) == 0);
+	CHECK_EQ_INT(npf1_parse(buf, NPF1_HDR, &sid, &seq, &d, &dl), 0);
+	CHECK_EQ_INT(dl, 0);
+	CHECK_EQ_INT(npf1_parse(buf, NPF1_HDR - 1, &sid, &seq, &d, &dl), -EBADMSG);
+	CHECK_EQ_INT(npf1_parse((const uint8_t *)"NPF2\0\0\0\0\0\0\0\0", 12, &sid, &seq, &d, &dl),
+		     -EBADMSG);
+	CHECK_EQ_INT(npf1_build(buf, NPF1_HDR + dn - 1, 1, 2, data, dn), -ENOSPC);
+	free(data);
+}
+
+static void test_mesh_and_game(struct json_object *root)
+{
+	struct json_object *me = vec_get(root, "mesh_envelope");
+	struct json_object *gf = vec_get(root, "game_frame");
+	uint8_t buf[2048];
+	char to[256], from[256];
+	const uint8_t *inner;
+	size_t il, n;
+	uint8_t *frame;
+	int ret;
+
+	CHECK_EQ_INT(vec_len(me), 2);
+	for (size_t i = 0; i < vec_len(me); i++) {
+		struct json_object *c = vec_at(me, i);
+		uint8_t *in = vec_hex(vec_str(c, "inner_hex"), &n);
+
+		ret = mesh_env_build(buf, sizeof(buf), vec_str(c, "to"), vec_str(c, "from"), in, n);
+		CHECK(ret > 0);
+		CHECK(vec_eq_hex(buf, (size_t)ret, vec_str(c, "payload_hex")));
+		CHECK_EQ_INT(mesh_env_parse(buf, (size_t)ret, to, from, &inner, &il), 0);
+		CHECK_EQ_STR(to, vec_str(c, "to"));
+		CHECK_EQ_STR(from, vec_str(c, "from"));
+		CHECK(il == n && memcmp(inner, in, n) == 0);
+		/* Every truncation inside the names is refused. */
+		for (size_t cut = 0; cut < (size_t)ret - n; cut++)
+			CHECK_EQ_INT(mesh_env_parse(buf, cut, to, from, &inner, &il), -EBADMSG);
+		free(in);
+	}
+	/* Names: up to 255 bytes, valid UTF-8 as Python decodes it, no NUL;
+	 * an empty name and an empty inner frame are fine. */
+	{
+		char big[300];
+
+		memset(big, 'a', sizeof(big));
+		big[255] = '\0';
+		ret = mesh_env_build(buf, sizeof(buf), big, "", NULL, 0);
+		CHECK_EQ_INT(ret, 258);
+		CHECK_EQ_INT(mesh_env_parse(buf, (size_t)ret, to, from, &inner, &il), 0);
+		CHECK_EQ_INT(strlen(to), 255);
+		CHECK_EQ_STR(from, "");
+		CHECK_EQ_INT(il, 0);
+		big[255] = 'a';
+		big[256] = '\0';
+		CHECK_EQ_INT(mesh_env_build(buf, sizeof(buf), big, "x", NULL, 0), -EINVAL);
+		CHECK_EQ_INT(mesh_env_build(buf, 5, "ab", "cd", NULL, 0), -ENOSPC);
+	}
+	{
+		static const struct {
+			const char *env;
+			size_t len;
+			int ok;
+		} v[] = {
+			{"r\x02\xc3\xa9\x01x", 6, 1},         /* é */
+			{"r\x02\xc3\x28\x01x", 6, 0},         /* bad continuation */
+			{"r\x02\xc0\xaf\x01x", 6, 0},         /* overlong '/' */
+			{"r\x03\xed\xa0\x80\x01x", 7, 0},     /* surrogate */
+			{"r\x04\xf4\x90\x80\x80\x01x", 8, 0}, /* above U+10FFFF */
+			{"r\x04\xf0\x9f\x9a\x80\x01x", 8, 1}, /* U+1F680 */
+			{"r\x01\x00\x01x", 5, 0},             /* NUL */
+			{"r\x01\xc3\x01x", 5, 0},             /* cut sequence */
+			{"g\x01x\x01x", 5, 0},                /* not 'r' */
+			{"r\x01x\x05xy", 6, 0},               /* from runs short */
+		};
+
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+			CHECK_EQ_INT(mesh_env_parse((const uint8_t *)v[i].env, v[i].len, to, from,
+						    &inner, &il),
+				     v[i].ok ? 0 : -EBADMSG);
+	}
+
+	frame = vec_hex(vec_str(gf, "bridge_datagram_hex"), &n);
+	ret = np1_game_build(buf, sizeof(buf), frame, n);
+	CHECK(vec_eq_hex(buf, (size_t)ret, vec_str(gf, "payload_hex")));
+	free(frame);
+	memset(buf + 1, 0x42, GAME_FRAME_MAX);
+	CHECK_EQ_INT(np1_game_build(buf, sizeof(buf), buf + 1, GAME_FRAME_MAX), GAME_FRAME_MAX + 1);
+	CHECK_EQ_INT(np1_game_build(buf, sizeof(buf), buf + 1, GAME_FRAME_MAX + 1), -EMSGSIZE);
+	CHECK_EQ_INT(np1_game_build(buf, 10, buf + 100, 10), -ENOSPC);
+}
+
+/* TPF2LINK1's sealed name (dual_tcp.py) is a seal of the session key. */
+static void test_dual_tcp_seal(struct json_object *root)
+{
+	struct json_object *lh = vec_get(vec_get(root, "dual_tcp"), "link_hello");
+	static const uint8_t secret[SEAL_SECRET_LEN] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+	static const uint8_t salt[4] = {0x5a, 0x17, 0xc0, 0xde};
+	uint8_t key[SEAL_KEY_LEN], out[64];
+	struct sealer *s;
+	const char *name = vec_str(lh, "name");
+	int n;
+
+	seal_derive_key(secret, "pw", key);
+	s = seal_new(key);
+	CHECK(s != NULL && name != NULL);
+	if (s == NULL || name == NULL)
+		return;
+	seal_set_state(s, salt, 0, salt, 0);
+	n = seal_seal(s, (const uint8_t *)name, strlen(name), out, sizeof(out));
+	CHECK(n > 0 && vec_eq_hex(out, (size_t)n, vec_str(lh, "sealed_name_hex")));
+	seal_free(s);
+}
+
+/* ---- fragments ---- */
+
+struct frags {
+	uint8_t *msg;
+	size_t len;
+	uint8_t *f[16];
+	size_t fl[16];
+	unsigned count;
+};
+
+static void make_frags(struct frags *fr, size_t len, uint32_t id, uint8_t seed)
+{
+	memset(fr, 0, sizeof(*fr));
+	fr->msg = malloc(len);
+	fr->len = len;
+	for (size_t i = 0; i < len; i++)
+		fr->msg[i] = (uint8_t)(seed + i * 7);
+	fr->count = frag_count(len);
+	CHECK(fr->count <= 16);
+	for (unsigned i = 0; i < fr->count && i < 16; i++) {
+		fr->f[i] = malloc(FRAG_HDR + FRAG_DATA);
+		fr->fl[i] = (size_t)frag_build(fr->f[i], FRAG_HDR + FRAG_DATA, id, i, fr->msg, len);
+	}
+}
+
+static void free_frags(struct frags *fr)
+{
+	for (unsigned i = 0; i < fr->count && i < 16; i++)
+		free(fr->f[i]);
+	free(fr->msg);
+}
+
+static struct addr A, B;
+
+static int feed(struct frag_reasm *r, const struct addr *from, const uint8_t *p, size_t len,
+		long long now, uint8_t **msg, size_t *ml)
+{
+	return frag_reasm_feed(r, from, p, len, now, msg, ml);
+}
+
+/* Feeds fragments in the order given; the last completes the message. */
+static void check_order(const struct frags *fr, const unsigned *order, size_t n)
+{
+	struct frag_reasm *r = frag_reasm_new(8);
+	uint8_t *msg = NULL;
+	size_t ml = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int ret = feed(r, &A, fr->f[order[i]], fr->fl[order[i]], 1000, &msg, &ml);
+
+		CHECK_EQ_INT(ret, i + 1 == n ? 1 : 0);
+	}
+	CHECK(msg != NULL && ml == fr->len && memcmp(msg, fr->msg, fr->len) == 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), 0);
+	CHECK_EQ_INT(frag_reasm_bytes(r), 0);
+	free(msg);
+	frag_reasm_free(r);
+}
+
+static void test_fragment_vectors(struct json_object *root)
+{
+	struct json_object *fv = vec_get(root, "fragments");
+	struct json_object *fh = vec_get(fv, "fragments_hex");
+	size_t mn;
+	uint8_t *msg = vec_hex(vec_str(fv, "message_hex"), &mn);
+	uint32_t id = (uint32_t)vec_int(fv, "id");
+	unsigned count = frag_count(mn);
+	struct frag_reasm *r = frag_reasm_new(4);
+	uint8_t buf[FRAG_HDR + FRAG_DATA], *out = NULL;
+	size_t ol = 0;
+
+	CHECK_EQ_INT(count, vec_int(fv, "count"));
+	CHECK_EQ_INT(vec_len(fh), count);
+	/* Sent in reverse: reassembled. */
+	for (unsigned i = count; i-- > 0;) {
+		int n = frag_build(buf, sizeof(buf), id, i, msg, mn);
+
+		CHECK(n > 0 && vec_eq_hex(buf, (size_t)n, json_object_get_string(vec_at(fh, i))));
+		CHECK_EQ_INT(feed(r, &A, buf, (size_t)n, 5, &out, &ol), i == 0 ? 1 : 0);
+	}
+	CHECK(out != NULL && ol == mn && memcmp(out, msg, mn) == 0);
+	CHECK_EQ_INT(frag_build(buf, sizeof(buf), id, count, msg, mn), -EINVAL);
+	CHECK_EQ_INT(frag_build(buf, 100, id, 0, msg, mn), -ENOSPC);
+	free(out);
+	free(msg);
+	frag_reasm_free(r);
+	/* netpunch fragments only above FRAG_DATA. */
+	CHECK_EQ_INT(frag_count(FRAG_DATA), 1);
+	CHECK_EQ_INT(frag_count(FRAG_DATA + 1), 2);
+	CHECK_EQ_INT(frag_count(0), 0);
+}
+
+static void test_reassembly(void)
+{
+	struct frags fr;
+	uint8_t *msg = NULL;
+	size_t ml = 0;
+	struct frag_reasm *r;
+
+	make_frags(&fr, 5000, 77, 3); /* 4 fragments, the last 1,100 bytes */
+	CHECK_EQ_INT(fr.count, 4);
+	CHECK_EQ_INT(fr.fl[3], FRAG_HDR + 5000 - 3 * FRAG_DATA);
+	{
+		static const unsigned in_order[] = {0, 1, 2, 3};
+		static const unsigned shuffled[] = {2, 0, 3, 1};
+
+		check_order(&fr, in_order, 4);
+		check_order(&fr, shuffled, 4);
+	}
+
+	r = frag_reasm_new(8);
+	/* Duplicates: counted once; the message completes on the last new
+	 * index and is delivered once. */
+	CHECK_EQ_INT(feed(r, &A, fr.f[0], fr.fl[0], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, fr.f[0], fr.fl[0], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, fr.f[1], fr.fl[1], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, fr.f[1], fr.fl[1], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, fr.f[2], fr.fl[2], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), 1);
+	CHECK_EQ_INT(feed(r, &A, fr.f[3], fr.fl[3], 0, &msg, &ml), 1);
+	CHECK(ml == fr.len && memcmp(msg, fr.msg, ml) == 0);
+	free(msg);
+	/* After completion the id is free again: a late duplicate starts a
+	 * new partial message (netpunch does the same). */
+	CHECK_EQ_INT(feed(r, &A, fr.f[3], fr.fl[3], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), 1);
+	frag_reasm_forget(r, &A);
+	CHECK_EQ_INT(frag_reasm_pending(r), 0);
+	CHECK_EQ_INT(frag_reasm_bytes(r), 0);
+
+	/* A repeated index replaces the slice (the last one wins). */
+	{
+		uint8_t alt[FRAG_HDR + FRAG_DATA];
+
+		memcpy(alt, fr.f[1], fr.fl[1]);
+		alt[FRAG_HDR] ^= 0xff;
+		CHECK_EQ_INT(feed(r, &A, alt, fr.fl[1], 0, &msg, &ml), 0);
+		CHECK_EQ_INT(feed(r, &A, fr.f[0], fr.fl[0], 0, &msg, &ml), 0);
+		CHECK_EQ_INT(feed(r, &A, fr.f[1], fr.fl[1], 0, &msg, &ml), 0);
+		CHECK_EQ_INT(feed(r, &A, fr.f[2], fr.fl[2], 0, &msg, &ml), 0);
+		CHECK_EQ_INT(feed(r, &A, fr.f[3], fr.fl[3], 0, &msg, &ml), 1);
+		CHECK(ml == fr.len && memcmp(msg, fr.msg, ml) == 0);
+		free(msg);
+	}
+
+	/* Count mismatch: "a fragment whose count differs from the first
+	 * seen is ignored" - and does not refresh the message. */
+	{
+		uint8_t odd[FRAG_HDR + FRAG_DATA];
+
+		CHECK_EQ_INT(feed(r, &A, fr.f[0], fr.fl[0], 1000, &msg, &ml), 0);
+		memcpy(odd, fr.f[1], fr.fl[1]);
+		odd[12] = 5; /* count 4 -> 5 */
+		CHECK_EQ_INT(feed(r, &A, odd, fr.fl[1], 9000, &msg, &ml), 0);
+		frag_reasm_expire(r, 16001); /* 15,001 ms after the first */
+		CHECK_EQ_INT(frag_reasm_pending(r), 0);
+	}
+
+	/* Expiry: 15 s after the LAST fragment; exactly 15 s is kept. */
+	CHECK_EQ_INT(feed(r, &A, fr.f[0], fr.fl[0], 1000, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, fr.f[1], fr.fl[1], 10000, &msg, &ml), 0);
+	frag_reasm_expire(r, 16001);
+	CHECK_EQ_INT(frag_reasm_pending(r), 1);
+	frag_reasm_expire(r, 25000);
+	CHECK_EQ_INT(frag_reasm_pending(r), 1);
+	frag_reasm_expire(r, 25001);
+	CHECK_EQ_INT(frag_reasm_pending(r), 0);
+	/* The rest of that message now starts over and never completes. */
+	CHECK_EQ_INT(feed(r, &A, fr.f[2], fr.fl[2], 25002, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, fr.f[3], fr.fl[3], 25003, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), 1);
+	frag_reasm_forget(r, &A);
+
+	/* Per (sender, id): B's fragments do not complete A's message. */
+	CHECK_EQ_INT(feed(r, &A, fr.f[0], fr.fl[0], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &B, fr.f[1], fr.fl[1], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &B, fr.f[2], fr.fl[2], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &B, fr.f[3], fr.fl[3], 0, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), 2);
+	CHECK_EQ_INT(feed(r, &B, fr.f[0], fr.fl[0], 0, &msg, &ml), 1);
+	free(msg);
+	frag_reasm_free(r);
+	free_frags(&fr);
+}
+
+/* "At most 64 partial messages per sender (oldest dropped)". */
+static void test_partial_cap(void)
+{
+	struct frag_reasm *r = frag_reasm_new(8);
+	uint8_t f[FRAG_HDR + 4], *msg;
+	size_t ml;
+
+	for (uint32_t id = 0; id < FRAG_MAX_PARTIAL; id++) {
+		size_t n = (size_t)frag_build(f, sizeof(f), id, 0, (const uint8_t *)"1234", 4);
+
+		/* A one-fragment message completes at once: make it 2. */
+		f[12] = 2;
+		CHECK_EQ_INT(feed(r, &A, f, n, 1000 + id, &msg, &ml), 0);
+	}
+	CHECK_EQ_INT(frag_reasm_pending(r), FRAG_MAX_PARTIAL);
+	/* Refresh id 0 so that id 1 is now the least recently fed. */
+	f[1] = f[2] = f[3] = f[4] = 0;
+	f[5] = f[6] = f[7] = 0;
+	f[8] = 0; /* index 0 again */
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 4, 5000, &msg, &ml), 0);
+	/* A 65th message drops id 1. */
+	f[4] = 200;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 4, 5001, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), FRAG_MAX_PARTIAL);
+	/* id 0 survived: its index 1 completes it. */
+	f[4] = 0;
+	f[8] = 1;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 4, 5002, &msg, &ml), 1);
+	free(msg);
+	/* id 1 did not: its index 1 starts a new partial message. */
+	f[4] = 1;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 4, 5003, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), FRAG_MAX_PARTIAL);
+	/* Another sender has its own 64. */
+	f[4] = 50;
+	CHECK_EQ_INT(feed(r, &B, f, FRAG_HDR + 4, 5004, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), FRAG_MAX_PARTIAL + 1);
+	frag_reasm_free(r);
+}
+
+static void test_malformed_and_bounds(void)
+{
+	struct frag_reasm *r = frag_reasm_new(2);
+	uint8_t f[FRAG_HDR + 8] = {'F', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 'x'};
+	uint8_t *msg = NULL;
+	size_t ml = 0;
+	struct addr c;
+
+	/* Short, not 'F', count 0, index >= count. */
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR - 1, 0, &msg, &ml), -EBADMSG);
+	f[0] = 'G';
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), -EBADMSG);
+	f[0] = 'F';
+	f[12] = 0;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), -EBADMSG);
+	f[12] = 1;
+	f[8] = 1; /* index 1 of 1 */
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), -EBADMSG);
+	f[8] = 0;
+	/* count 1: complete at once; an empty slice is a valid message. */
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), 1);
+	CHECK(ml == 1 && msg[0] == 'x');
+	free(msg);
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR, 0, &msg, &ml), 1);
+	CHECK_EQ_INT(ml, 0);
+	free(msg);
+	/* Our bound on the count. */
+	f[9] = (uint8_t)((FRAG_MAX_COUNT + 1) >> 24);
+	f[10] = (uint8_t)((FRAG_MAX_COUNT + 1) >> 16);
+	f[11] = (uint8_t)((FRAG_MAX_COUNT + 1) >> 8);
+	f[12] = (uint8_t)(FRAG_MAX_COUNT + 1);
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), -EMSGSIZE);
+	f[12] = 0xff;
+	f[9] = 0xff; /* count 0xff00..: still index 0 < count */
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), -EMSGSIZE);
+	CHECK_EQ_INT(frag_reasm_pending(r), 0);
+
+	/* The sender table holds 2: a third sender forgets the least
+	 * recently heard one. */
+	CHECK_EQ_INT(addr_parse(&c, "10.0.0.3:3", -1), 0);
+	memset(f + 9, 0, 4);
+	f[12] = 2;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 0, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &B, f, FRAG_HDR + 1, 1, &msg, &ml), 0);
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 2, &msg, &ml), 0); /* A is fresher */
+	CHECK_EQ_INT(feed(r, &c, f, FRAG_HDR + 1, 3, &msg, &ml), 0);
+	CHECK_EQ_INT(frag_reasm_pending(r), 2);
+	f[8] = 1;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 4, &msg, &ml), 1); /* A kept */
+	free(msg);
+	CHECK_EQ_INT(feed(r, &B, f, FRAG_HDR + 1, 5, &msg, &ml), 0); /* B lost */
+	frag_reasm_free(r);
+	frag_reasm_free(NULL);
+}
+
+/* The global budget: FRAG_MAX_BYTES of partial messages at most, the
+ * least recently fed dropped first; a message over FRAG_MAX_MSG is refused. */
+static void test_budget(void)
+{
+	struct frag_reasm *r = frag_reasm_new(1024);
+	uint8_t *f = malloc(FRAG_HDR + FRAG_DATA), *msg = NULL, src[FRAG_DATA * 2];
+	size_t ml = 0, n;
+	struct addr s;
+	char text[32];
+
+	memset(src, 0x33, sizeof(src));
+	/* 40 senders x 64 messages x 1,300 bytes = 3.3 MB: under budget.
+	 * Then bigger slices push it over. */
+	for (int k = 0; k < 40; k++) {
+		snprintf(text, sizeof(text), "10.1.0.%d:1", k);
+		CHECK_EQ_INT(addr_parse(&s, text, -1), 0);
+		for (uint32_t id = 0; id < 64; id++) {
+			n = (size_t)frag_build(f, FRAG_HDR + FRAG_DATA, id, 0, src, sizeof(src));
+			CHECK_EQ_INT(feed(r, &s, f, n, k * 64 + id, &msg, &ml), 0);
+		}
+	}
+	CHECK_EQ_INT(frag_reasm_pending(r), 40 * 64);
+	CHECK(frag_reasm_bytes(r) <= FRAG_MAX_BYTES);
+	free(f);
+	/* Slices of 60,000 bytes: after ~280 of them the oldest go. */
+	f = malloc(FRAG_HDR + 60000);
+	memset(f, 0x44, FRAG_HDR + 60000);
+	f[0] = 'F';
+	for (uint32_t id = 0; id < 400; id++) {
+		f[1] = (uint8_t)(id >> 8);
+		f[2] = (uint8_t)id;
+		f[3] = 0x99;
+		memset(f + 5, 0, 8);
+		f[12] = 3;
+		snprintf(text, sizeof(text), "10.2.%u.%u:1", id / 64, id % 64);
+		CHECK_EQ_INT(addr_parse(&s, text, -1), 0);
+		CHECK_EQ_INT(feed(r, &s, f, FRAG_HDR + 60000, 100000 + id, &msg, &ml), 0);
+		CHECK(frag_reasm_bytes(r) <= FRAG_MAX_BYTES);
+	}
+	CHECK(frag_reasm_pending(r) < 40 * 64 + 400);
+	/* Slices adding up past FRAG_MAX_MSG drop the message. */
+	f = realloc(f, FRAG_HDR + FRAG_MAX_MSG + 1);
+	memset(f + FRAG_HDR, 0x55, FRAG_MAX_MSG + 1);
+	memset(f + 5, 0, 8);
+	f[12] = 3;
+	f[1] = 0x77;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + FRAG_MAX_MSG / 2, 1, &msg, &ml), 0);
+	f[8] = 1;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + FRAG_MAX_MSG / 2, 2, &msg, &ml), 0);
+	f[8] = 2;
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + 1, 3, &msg, &ml), -EMSGSIZE);
+	CHECK_EQ_INT(feed(r, &A, f, FRAG_HDR + FRAG_MAX_MSG + 1, 3, &msg, &ml), -EMSGSIZE);
+	free(f);
+	frag_reasm_expire(r, 1LL << 40);
+	CHECK_EQ_INT(frag_reasm_pending(r), 0);
+	CHECK_EQ_INT(frag_reasm_bytes(r), 0);
+	frag_reasm_free(r);
+}
+
+int main(void)
+{
+	struct json_object *root = vec_load("frames.json");
+
+	CHECK_EQ_INT(addr_parse(&A, "203.0.113.77:40001", -1), 0);
+	CHECK_EQ_INT(addr_parse(&B, "[2001:db8::1]:40001", -1), 0);
+	if (root != NULL) {
+		test_np1(root);
+		test_relay_bind(root);
+		test_save_chunk(root);
+		test_mesh_and_game(root);
+		test_dual_tcp_seal(root);
+		test_fragment_vectors(root);
+		json_object_put(root);
+	}
+	test_reassembly();
+	test_partial_cap();
+	test_malformed_and_bounds();
+	test_budget();
+	return tap_done("frame");
+}
