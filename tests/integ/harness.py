@@ -87,7 +87,7 @@ class Proc:
             e.update(extra_env)
         self.p = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL if stdin is None else stdin,
-            stdout=subprocess.PIPE if merge_stdout else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merge_stdout else subprocess.PIPE,
             cwd=cwd, env=e)
         self.pid = self.p.pid
@@ -710,3 +710,144 @@ def private_loopback():
     import random
     rnd = random.Random(os.getpid() ^ int(time.time() * 1000))
     return "127.%d.%d.%d" % (rnd.randint(100, 250), rnd.randint(0, 255), rnd.randint(1, 254))
+
+
+LOBBY_BIN = os.path.join(BUILD, "lobby", "rally-lobby")
+BRIDGE_BIN = os.path.join(BUILD, "tools", "bridge-sim")
+
+
+class Lobby(Proc):
+    """rally-lobby on loopback: its own io dir, no STUN, no UPnP, no master
+    unless asked, and only loopback candidates (--lan-ip 127.0.0.1)."""
+
+    def __init__(self, env, role, code=None, name="player", args=(), loopback=True,
+                 wait_ready=True, proc_name=None, argv_prefix=()):
+        self.role = role
+        self.io = os.path.join(env.dir, "io-%s-%d" % (proc_name or name, len(env.procs)))
+        os.makedirs(self.io, exist_ok=True)
+        argv = list(argv_prefix) + [LOBBY_BIN, role]
+        if code is not None:
+            argv.append(code)
+        argv += ["--name", name, "--io-dir", self.io, "--log", "plain", "--debug",
+                 "--game-relay-port", "0", "--game-local-port", "9"]
+        if loopback:
+            argv += ["--stun", "off", "--upnp", "off", "--lan-ip", "127.0.0.1"]
+            if "--rendezvous" not in args:
+                argv += ["--rendezvous", "off"]
+            if role == "host" and "--local-port" not in args:
+                argv += ["--local-port", "0"]
+        argv += list(args)
+        # stdout (CODE=) and stderr are read separately.
+        self.stdout_lines = []
+        super().__init__(env, proc_name or ("lobby-" + name), argv, merge_stdout=False)
+        self.out_thread = threading.Thread(target=self._read_stdout, daemon=True)
+        self.out_thread.start()
+        self.udp_port = self.game_port = None
+        self.code = None
+        if wait_ready:
+            self.ready()
+
+    def _read_stdout(self):
+        for raw in iter(self.p.stdout.readline, b""):
+            self.stdout_lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def ready(self, timeout=15):
+        m = self.wait_line(r"^(?:<\d>)?ready udp=\S+:(\d+) game=\S+:(\d+)$", timeout)
+        self.udp_port, self.game_port = int(m.group(1)), int(m.group(2))
+        return self
+
+    def wait_code(self, timeout=15):
+        def code():
+            for ln in self.stdout_lines:
+                if ln.startswith("CODE="):
+                    return ln[5:]
+            if not self.alive():
+                raise Failure("%s exited before printing CODE=" % self.name)
+            return None
+        self.code = wait_for(code, timeout, "%s to print CODE=" % self.name)
+        return self.code
+
+    def events(self, type_=None):
+        path = os.path.join(self.io, "lobby_out.jsonl")
+        out = []
+        try:
+            with open(path) as f:
+                for ln in f:
+                    if ln.strip():
+                        ev = json.loads(ln)
+                        if type_ is None or ev.get("type") == type_:
+                            out.append(ev)
+        except FileNotFoundError:
+            pass
+        return out
+
+    def raw_events(self):
+        with open(os.path.join(self.io, "lobby_out.jsonl"), "rb") as f:
+            return f.read().splitlines()
+
+    def wait_event(self, pred, timeout=10, what="an event"):
+        def find():
+            for ev in self.events():
+                if pred(ev):
+                    return ev
+            return None
+        return wait_for(find, timeout, "%s: %s" % (self.name, what))
+
+    def wait_status(self, state, detail=None, timeout=10):
+        return self.wait_event(lambda e: e.get("type") == "status" and e.get("state") == state and
+                               (detail is None or re.search(detail, e.get("detail", ""))),
+                               timeout, "status %s %s" % (state, detail or ""))
+
+    def command(self, **cmd):
+        with open(os.path.join(self.io, "lobby_in.jsonl"), "a") as f:
+            f.write(json.dumps(cmd) + "\n")
+
+    def state(self):
+        with open(os.path.join(self.io, "lobby_state.json")) as f:
+            return json.load(f)
+
+    def roster(self):
+        rs = self.events("roster")
+        return rs[-1] if rs else None
+
+
+class Bridge(Proc):
+    """tools/bridge-sim: a stand-in for the game's bridge on loopback. It
+    starts first (its port goes to the lobby's --game-local-port); then
+    connect(lobby) hands it the lobby's game relay port."""
+
+    def __init__(self, env, ident, send=0, size=64, rate=200, duration_ms=3000, echo=False,
+                 name=None, wait_go=False):
+        argv = [BRIDGE_BIN, "--port", "0", "--lobby", "-", "--id", str(ident),
+                "--send", str(send), "--size", str(size), "--rate", str(rate),
+                "--duration-ms", str(duration_ms)]
+        if echo:
+            argv.append("--echo")
+        if wait_go:
+            argv.append("--wait-go")
+        super().__init__(env, name or ("bridge%d" % ident), argv, stdin=subprocess.PIPE)
+        self.port = int(self.wait_line(r"^ready port=(\d+)$").group(1))
+
+    def connect(self, lobby):
+        self.p.stdin.write(b"%d\n" % lobby.game_port)
+        self.p.stdin.flush()
+
+    def go(self):
+        """Starts sending (with wait_go)."""
+        self.p.stdin.write(b"go\n")
+        self.p.stdin.flush()
+
+    def result(self, timeout=30):
+        self.wait_exit(timeout)
+        out = {"from": {}}
+        for ln in self.output():
+            m = re.match(r"^from=(\d+) frames=(\d+) first=(\d+) last=(\d+) dup=(\d+)$", ln)
+            if m:
+                out["from"][int(m.group(1))] = {"frames": int(m.group(2)), "dup": int(m.group(5))}
+            m = re.match(r"^sent=(\d+)$", ln)
+            if m:
+                out["sent"] = int(m.group(1))
+            m = re.match(r"^rtt_us p50=(\d+) p99=(\d+) n=(\d+)$", ln)
+            if m:
+                out["rtt"] = {"p50": int(m.group(1)), "p99": int(m.group(2)), "n": int(m.group(3))}
+        return out
