@@ -52,6 +52,7 @@ struct curlev_req {
 	char *buf; /* the response, NUL-terminated */
 	size_t len, cap, max;
 	bool too_big;
+	bool finishing; /* its callback runs: the handle is no longer valid */
 	curlev_done_cb *cb;
 	void *arg;
 	struct curlev_req *prev, *next;
@@ -335,6 +336,7 @@ static void finish(struct curlev *c, CURL *easy, CURLcode rc)
 	curl_multi_remove_handle(c->multi, easy);
 	curl_easy_cleanup(easy);
 	r->easy = NULL;
+	r->finishing = true;
 	if (result == 0)
 		r->cb(r->arg, 0, status, r->buf != NULL ? r->buf : "", r->len);
 	else
@@ -449,7 +451,8 @@ fail:
 
 void curlev_cancel(struct curlev_req *r)
 {
-	if (r == NULL)
+	/* A cancel from the request's own callback comes too late: ignore. */
+	if (r == NULL || r->finishing)
 		return;
 	req_unlink(r);
 	req_free(r);

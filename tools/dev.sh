@@ -20,7 +20,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
 	libssl-dev libcurl4-openssl-dev libminiupnpc-dev)
 run_pkgs=(openarena-server qstat curl python3)
-test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl)
+# The network lab (tests/lab): nftables NATs, stund as the STUN server,
+# miniupnpd with its nftables backend as the UPnP router.
+test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
+	miniupnpd miniupnpd-nftables)
 
 say() { printf '\n== %s\n' "$*"; }
 

@@ -17,6 +17,9 @@
  * unmaps with upnp_unmap_sync(). Without it, it holds for --hold-ms and
  * then unmaps on the loop. Exit status 0 when the map and the unmap both
  * worked, 1 otherwise, 2 for a usage error.
+ *
+ * Run it only inside a lab namespace (tests/lab): discovery multicasts SSDP
+ * on the default route's link, which outside the lab is a real network.
  */
 #include <errno.h>
 #include <getopt.h>

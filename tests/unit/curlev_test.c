@@ -239,6 +239,29 @@ static void test_get(void)
 	free(g);
 }
 
+/* A name instead of an address: curl resolves it (its resolver may use a
+ * socket pair of its own, closed behind our back) and, for localhost, may
+ * try ::1 first and fall back to 127.0.0.1 where the server listens. */
+static void test_localhost(void)
+{
+	struct got *g[3];
+	char base[80];
+	const char *port = strrchr(base_url, ':');
+
+	snprintf(base, sizeof(base), "http://localhost%s", port);
+	done_count = 0;
+	for (int i = 0; i < 3; i++)
+		g[i] = request(base, "/hello", NULL, 3000, 1024);
+	run_until(3, 5000);
+	CHECK(!guard_fired);
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ_INT(g[i]->result, 0);
+		CHECK_EQ_INT(g[i]->status, 200);
+		CHECK_EQ_STR(g[i]->body, "hello world");
+		free(g[i]);
+	}
+}
+
 static void test_post_json(void)
 {
 	struct got *g;
@@ -557,6 +580,7 @@ int main(void)
 	CHECK(cev != NULL);
 
 	test_get();
+	test_localhost();
 	test_post_json();
 	test_404();
 	test_too_big();

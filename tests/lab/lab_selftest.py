@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""The lab is what it claims (tests/lab/lab.py), checked with a raw RFC 5389
+STUN client (udpagent.py) inside the host namespaces:
+
+- cone: the mapping seen by both STUN addresses and both ports is one and
+  the same, and it is the router's WAN address;
+- symmetric: every destination gets its own mapping;
+- cgnat: the mapping is the carrier router's address, and both routers'
+  masquerade rules translated the packets;
+- two hosts behind one NAT share the public address and reach each other
+  on the LAN;
+- a UDP punch between two cone hosts works; between two symmetric hosts, and
+  from a cone to a symmetric host, it fails (no relay in the lab itself);
+- rally-master answers GET /health from every host;
+- UPnP: tools/upnpc-probe (common/upnp.c over miniupnpc) on the UPnP site's
+  host maps UDP and TCP; the rules appear in the router's nft ruleset, the
+  external address reported is the router's WAN address, unsolicited UDP
+  and TCP from the internet reach the host, and after the unmap (on the
+  loop, then upnp_unmap_sync on exit) the rules are gone and the port is
+  closed again;
+- cleanup: every namespace is gone after the test, after a SIGTERM, and
+  after a SIGKILL (the reaper).
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from lab import (PROBE_BIN, PYTHON, STUN_IPS, STUN_PORTS, Env, Failure, Lab,  # noqa: E402
+                 check, lab_namespaces, punch, wait_for)
+
+T0 = time.monotonic()
+
+
+def step(what):
+    print("[%6.2fs] %s" % (time.monotonic() - T0, what), flush=True)
+
+
+def all_endpoints():
+    return [(ip, port) for ip in STUN_IPS for port in STUN_PORTS]
+
+
+def check_cone(lab, site, host):
+    ag = host.agent()
+    seen = []
+    for srv in all_endpoints():
+        ev = ag.stun_full(srv)
+        check(ev["ok"], "%s: no STUN answer from %s:%d" % (site.name, srv[0], srv[1]))
+        attrs = ev["attrs"]
+        check(attrs.get("mapped") == attrs.get("xor_mapped"),
+              "MAPPED-ADDRESS %r != XOR-MAPPED-ADDRESS %r" % (attrs.get("mapped"),
+                                                             attrs.get("xor_mapped")))
+        seen.append(tuple(ev["mapped"]))
+    check(len(set(seen)) == 1, "%s (cone): mappings differ: %r" % (site.name, seen))
+    check(seen[0][0] == site.public_ip, "%s: mapped IP %s, router WAN %s" % (
+        site.name, seen[0][0], site.public_ip))
+    ag.close()
+    return seen[0]
+
+
+def scenario(env):
+    step("start")
+    lab = Lab(env)
+    step("internet up (%s, rally-master at %s) in %.2fs" % (
+        lab.internet.stun_kind, lab.internet.master_url, lab.setup_s))
+    a = lab.site("a", "cone")
+    b = lab.site("b", "cone")
+    s = lab.site("s", "symmetric")
+    t = lab.site("t", "symmetric")
+    c = lab.site("c", "cgnat")
+    step("5 NAT sites")
+    u = lab.site("u", "upnp")
+    step("UPnP site (miniupnpd STUN check done)")
+    a1, a2, b1, s1, t1, c1, u1 = (a.host("h1"), a.host("h2"), b.host("h1"), s.host("h1"),
+                                  t.host("h1"), c.host("h1"), u.host("h1"))
+    pub = lab.public_host("x")
+    step("hosts")
+
+    # ---- NAT behaviour, seen through STUN ----
+    m_a1 = check_cone(lab, a, a1)
+    m_a2 = check_cone(lab, a, a2)
+    check(m_a1[0] == m_a2[0] == a.public_ip, "same NAT, different public IPs: %r %r" % (m_a1, m_a2))
+    check_cone(lab, b, b1)
+    step("cone: one mapping for all 4 STUN endpoints; two hosts share the public IP")
+
+    ag = s1.agent()
+    seen = [ag.stun(srv) for srv in all_endpoints()]
+    check(all(seen), "symmetric: a STUN answer is missing: %r" % seen)
+    check(all(m[0] == s.public_ip for m in seen), "symmetric: mapped IPs %r" % seen)
+    check(len(set(seen)) == len(seen), "symmetric: mappings repeat: %r" % seen)
+    # The same destination again keeps its mapping (conntrack), as on a real NAT.
+    check(ag.stun(all_endpoints()[0]) == seen[0], "symmetric: the mapping to one server moved")
+    ag.close()
+    step("symmetric: a new mapping per destination %r" % [m[1] for m in seen])
+
+    home0, cgn0 = c.router.masq_packets(), c.cgn.masq_packets()
+    ag = c1.agent()
+    m1, m2 = ag.stun(lab.internet.stun_servers[0]), ag.stun(lab.internet.stun_servers[1])
+    check(m1 and m1[0] == c.public_ip, "cgnat: mapped %r, carrier router WAN %s" % (m1, c.public_ip))
+    check(m1 == m2, "cgnat (cone carrier): mappings differ %r %r" % (m1, m2))
+    check(c.wan_ip != c.public_ip and c.wan_ip.startswith("198.19."),
+          "cgnat: the home router's WAN %s is not a carrier address" % c.wan_ip)
+    home1, cgn1 = c.router.masq_packets(), c.cgn.masq_packets()
+    check(home1 > home0 and cgn1 > cgn0, "cgnat: masquerade counters home %d->%d, carrier %d->%d" % (
+        home0, home1, cgn0, cgn1))
+    ag.close()
+    step("cgnat: mapped to the carrier's %s through both routers (home %s)" % (m1[0], c.wan_ip))
+
+    # ---- same-NAT LAN path ----
+    g1, g2 = a1.agent(), a2.agent()
+    g1.send((a2.addr, g2.port), "lan-hello", count=3)
+    wait_for(lambda: g2.received(src=(a1.addr, g1.port), prefix=b"lan-hello"), 3,
+             "a2 to hear a1 on the LAN")
+    g1.close()
+    g2.close()
+    step("same NAT: a1 -> a2 on the LAN from %s" % a1.addr)
+
+    # ---- punching ----
+    pa, pb = a1.agent(), b1.agent()
+    ok_a, ok_b, dt = punch(pa, pb, timeout=3)
+    check(ok_a and ok_b, "cone x cone punch failed (a heard b: %s, b heard a: %s)" % (ok_a, ok_b))
+    step("cone x cone punch: both ends heard each other after %.0f ms" % (dt * 1000))
+    ps, pt = s1.agent(), t1.agent()
+    ok_s, ok_t, _ = punch(ps, pt, timeout=1.5)
+    check(not ok_s and not ok_t, "symmetric x symmetric punch worked: the NAT is not symmetric")
+    step("symmetric x symmetric punch: fails, as it must")
+    pa2, ps2 = a2.agent(), s1.agent()
+    ok_a, ok_s, _ = punch(pa2, ps2, timeout=1.5)
+    check(not ok_a and not ok_s, "cone x symmetric punch worked (a %s, s %s)" % (ok_a, ok_s))
+    step("cone x symmetric punch: fails too (port-restricted cone: relay needed)")
+    for x in (pa, pb, ps, pt, pa2, ps2):
+        x.close()
+
+    # ---- rally-master from everywhere ----
+    for h in (a1, a2, b1, s1, t1, c1, u1, pub):
+        st, body = h.http("GET", lab.internet.master_url + "/health")
+        check(st == 200, "%s: GET /health -> %s %s" % (h.name, st, body))
+    step("rally-master /health: 200 from all 8 hosts")
+
+    # ---- UPnP through common/upnp.c ----
+    check(os.path.exists(PROBE_BIN), "%s missing: build tools/" % PROBE_BIN)
+    probe = u1.proc([PROBE_BIN, "--wait-stdin", "--desc", "rally lab selftest"], "upnpc-probe",
+                    stdin=subprocess.PIPE)
+    m = probe.wait_line(r"^bound udp=(\d+) tcp=(\d+)$", timeout=5)
+    uport, tport = int(m.group(1)), int(m.group(2))
+    t_map = time.monotonic()
+    m = probe.wait_line(r"^map igd=(\d) status=(\d) external=(\S+) lan=(\S+) udp=(\d) tcp=(\d) "
+                        r"error=\"(.*)\"$", timeout=15)
+    step("upnp_map answered in %.2fs: %s" % (time.monotonic() - t_map, m.group(0)))
+    check(m.group(1) == "1" and m.group(2) in ("1", "2"), "no usable IGD: %s" % m.group(0))
+    check(m.group(3) == u.public_ip, "external %s, router WAN %s" % (m.group(3), u.public_ip))
+    check(m.group(4) == u1.addr, "lan %s, host %s" % (m.group(4), u1.addr))
+    check(m.group(5) == "1" and m.group(6) == "1" and m.group(7) == "",
+          "mapping failed: %s" % m.group(0))
+    rules = u.upnp_rules()
+    for port in (uport, tport):
+        check(re.search(r"dport %d dnat ip to %s:%d" % (port, re.escape(u1.addr), port), rules),
+              "no DNAT rule for %d in:\n%s" % (port, rules))
+    fwd = [int(p) for p in re.findall(r"th dport (\d+) .*accept", rules)]
+    check(uport in fwd and tport in fwd, "no forward rules in:\n%s" % rules)
+    step("nft: DNAT + forward rules for udp/%d and tcp/%d" % (uport, tport))
+
+    x = pub.agent()
+    x.send((u.public_ip, uport), "unsolicited-1", count=3, interval=0.05)
+    m = probe.wait_line(r"^udp-recv from=(\S+) len=\d+ data=unsolicited-1", timeout=3)
+    check(m.group(1) == "%s:%d" % (pub.addr, x.port), "source %s, sender %s:%d" % (
+        m.group(1), pub.addr, x.port))
+    wait_for(lambda: x.received(src=(u.public_ip, uport), prefix=b"unsolicited-1"), 3,
+             "the probe's echo from the router's WAN address")
+    out = pub.py("import socket\n"
+                 "s=socket.create_connection((%r,%d),timeout=3)\n"
+                 "print(s.recv(64).decode().strip())\n" % (u.public_ip, tport))
+    check(out.strip() == "rally-probe", "TCP through the mapping: %r" % out)
+    probe.wait_line(r"^tcp-accept from=%s:" % re.escape(pub.addr), timeout=3)
+    step("unsolicited UDP and TCP from %s reach the host through %s" % (pub.addr, u.public_ip))
+
+    n_out = len(probe.output())
+    probe.p.stdin.write(b"unmap\n")
+    probe.p.stdin.flush()
+    m = probe.wait_line(r"^unmap udp=(\d) tcp=(\d) error=\"(.*)\"$", timeout=10, start=n_out)
+    check(m.group(1) == "0" and m.group(2) == "0" and m.group(3) == "", "unmap: %s" % m.group(0))
+    rules = u.upnp_rules()
+    check(not re.search(r"dport (%d|%d)" % (uport, tport), rules), "rules left:\n%s" % rules)
+    n_out = len(probe.output())
+    x.send((u.public_ip, uport), "unsolicited-2", count=10, interval=0.05)
+    time.sleep(0.8)  # the absence of a datagram: a bounded wait is the check
+    check(not probe.grep(r"data=unsolicited-2", start=n_out), "datagram after the unmap arrived")
+    check(probe.wait_exit(10) == 0, "upnpc-probe exit status %s" % probe.p.returncode)
+    x.close()
+    step("after the unmap the rules are gone and the port is closed")
+
+    # upnp_unmap_sync (the lobby's exit path), on SIGTERM.
+    probe = u1.proc([PROBE_BIN, "--wait-stdin", "--udp", "29471", "--tcp", "29471"],
+                    "upnpc-probe-sync", stdin=subprocess.PIPE)
+    probe.wait_line(r"^map igd=1 .* udp=1 tcp=1 error=\"\"$", timeout=15)
+    check("dport 29471" in u.upnp_rules(), "no rules for 29471")
+    probe.signal(signal.SIGTERM)
+    probe.wait_line(r"^unmap-sync ret=0$", timeout=10)
+    check(probe.wait_exit(10) == 0, "upnpc-probe (sync) exit status %s" % probe.p.returncode)
+    check("dport 29471" not in u.upnp_rules(), "rules left after unmap_sync")
+    step("upnp_unmap_sync on SIGTERM removes both mappings")
+    env.daemons_alive(lab.internet.master, lab.internet.stun_proc, u.miniupnpd)
+    env.lab_prefix = lab.prefix
+
+
+_CHILD = r"""
+import os, sys, time
+sys.path.insert(0, %r)
+from lab import Env, Lab
+env = Env("lab-child")
+try:
+    lab = Lab(env, master=False)
+    site = lab.site("k", "cone")
+    site.host("h1")
+    print("prefix", lab.prefix, env.dir, flush=True)
+    time.sleep(60)
+finally:
+    env.close(True)
+"""
+
+
+def check_cleanup_on(sig):
+    """A child lab killed by sig leaves no namespace behind."""
+    p = subprocess.Popen([PYTHON, "-u", "-c", _CHILD % os.path.dirname(os.path.abspath(__file__))],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("prefix "):
+            raise Failure("child lab: %r %s" % (line, p.stdout.read()))
+        prefix, tmpdir = line.split()[1:3]
+        check(len(lab_namespaces(prefix)) == 4, "child namespaces: %r" % lab_namespaces(prefix))
+        os.kill(p.pid, sig)
+        p.wait(10)
+        wait_for(lambda: not lab_namespaces(prefix), 10,
+                 "the namespaces of a lab killed by signal %d to go" % sig)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    return prefix
+
+
+def main():
+    name = "lab_selftest"
+    env = Env(name)
+    ok = False
+    try:
+        scenario(env)
+        ok = True
+    except Failure as e:
+        print("FAIL %s: %s" % (name, e))
+    except Exception:
+        import traceback
+        traceback.print_exc()
+    finally:
+        env.close(ok)
+    prefix = getattr(env, "lab_prefix", None)
+    if ok:
+        left = lab_namespaces(prefix)
+        if left:
+            print("FAIL %s: namespaces left after the test: %r" % (name, left))
+            ok = False
+        else:
+            step("all namespaces of %s* deleted" % prefix)
+    if ok:
+        try:
+            check_cleanup_on(signal.SIGTERM)
+            step("a lab ended by SIGTERM deletes its namespaces")
+            check_cleanup_on(signal.SIGKILL)
+            step("a lab killed by SIGKILL: the reaper deletes its namespaces")
+        except Failure as e:
+            print("FAIL %s: %s" % (name, e))
+            ok = False
+    if ok:
+        print("PASS %s (%.1fs)" % (name, time.monotonic() - T0))
+    sys.exit(0 if ok else 1)
+
+
+main()
