@@ -10,7 +10,8 @@
  *   - symmetric: two servers saw two different mappings;
  *   - open: the mapping is our own address (no NAT);
  *   - cgnat: the mapping is in 100.64.0.0/10, or the router's external
- *     address is not the one STUN saw (another NAT beyond the router).
+ *     address is not the one STUN saw, or the router is up but has no
+ *     external address to give (another NAT beyond the router).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -163,6 +164,13 @@ static void finish(struct lobby_observe *o)
 			}
 		}
 	}
+	/* A router that is up but has no external address to give (miniupnpd
+	 * refuses a private or reserved WAN address) while STUN sees us on a
+	 * public one: another NAT stands between it and the internet. */
+	if (o->upnp_done && o->upnp_res.igd && o->has_public && !o->upnp_res.udp_mapped &&
+	    o->upnp_res.external_ip[0] == '\0' &&
+	    (o->upnp_res.igd_status == 1 || o->upnp_res.igd_status == 2))
+		p->cgnat = true;
 	if (o->has_public && addr_is_v4(&o->public_addr)) {
 		p->has_public = true;
 		p->pub = o->public_addr;

@@ -391,8 +391,10 @@ static void on_knock_done(void *arg, int result, long status, const char *body, 
 		char a[ADDR_STRLEN];
 
 		if (parse_relay(r, rel, &relay, id) && r->knocking) {
-			/* Each reply with a relay: bind once, dial it as a target. */
-			send_bind(r, &relay, id, 'J');
+			/* Bind (again every 200 ms until connected or 15 s
+			 * pass: one bind may be lost) and dial it as a target. */
+			add_bind(r, &relay, id);
+			on_punch(&r->punch_timer, r);
 			if (!r->relay_added)
 				log_info("relay-offered relay=%s role=joiner",
 					 addr_str(&relay, a, sizeof(a)));
@@ -479,6 +481,9 @@ void lobby_rv_knock_stop(struct lobby *l)
 	ev_timer_stop(l->loop, &r->knock_timer);
 	curlev_cancel(r->knock_req);
 	r->knock_req = NULL;
+	/* Connected: through the relay (so it knows us) or past it. */
+	for (int i = 0; i < MAX_BIND; i++)
+		r->binds[i].used = false;
 }
 
 /* ---- publish ---- */

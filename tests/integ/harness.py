@@ -363,6 +363,10 @@ class Env:
         self.socks = []
         self.cleanups = []
 
+    def log(self, msg):
+        """A line for the test's output (figures worth keeping)."""
+        print(msg, flush=True)
+
     def udp(self, ip="127.0.0.1", family=socket.AF_INET):
         s = socket.socket(family, socket.SOCK_DGRAM)
         s.bind((ip, 0))
@@ -817,8 +821,8 @@ class Bridge(Proc):
     connect(lobby) hands it the lobby's game relay port."""
 
     def __init__(self, env, ident, send=0, size=64, rate=200, duration_ms=3000, echo=False,
-                 name=None, wait_go=False):
-        argv = [BRIDGE_BIN, "--port", "0", "--lobby", "-", "--id", str(ident),
+                 name=None, wait_go=False, argv_prefix=()):
+        argv = list(argv_prefix) + [BRIDGE_BIN, "--port", "0", "--lobby", "-", "--id", str(ident),
                 "--send", str(send), "--size", str(size), "--rate", str(rate),
                 "--duration-ms", str(duration_ms)]
         if echo:
