@@ -7,6 +7,7 @@ symmetric NAT) and at rally-master on the lab's public segment for knocks and
 relay ports. Nothing here talks to anything outside the lab's namespaces.
 """
 
+import datetime
 import re
 import time
 
@@ -14,6 +15,7 @@ from lab import PUB_IP, lab_namespaces
 from harness import Bridge, Failure, Lobby, check
 
 CONNECTED = re.compile(r"connected host=(\S+):(\d+) after_ms=(\d+)")
+JOINED = re.compile(r"^(\S+Z) status state=connected detail=\"joined the host\"$")
 
 
 def lobby_args(lab, upnp=False, rendezvous=True):
@@ -43,7 +45,7 @@ def join_lobby(lab, where, code, name, rendezvous=True, bridge=None, args=()):
     a = lobby_args(lab, rendezvous=rendezvous) + list(args)
     if bridge:
         a += ["--game-local-port", str(bridge.port)]
-    t0 = time.monotonic()
+    t0 = time.time()
     lb = Lobby(lab.env, "join", code=code, name=name, args=a, loopback=False,
                argv_prefix=where.argv(), proc_name="lobby-%s" % name)
     lb.where = where
@@ -59,10 +61,15 @@ def bridge(lab, where, ident, **kw):
 
 def wait_joined(j, timeout=30):
     """Waits until joiner j is in the lobby; returns (host ip, port,
-    seconds from the joiner's start to "joined the host", after_ms: from
-    its first HELLO to the first frame back)."""
+    seconds from the joiner's start to "joined the host" - the stamp of
+    that log line, so a caller waiting on several joiners in turn measures
+    each one right -, after_ms: from its first HELLO to the first frame
+    back)."""
     j.wait_status("connected", "^joined the host$", timeout=timeout)
-    secs = time.monotonic() - j.t0
+    m = j.wait_line(JOINED.pattern, 5)
+    at = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    secs = at - j.t0
     m = j.wait_line(CONNECTED.pattern, 5)
     return m.group(1), int(m.group(2)), secs, int(m.group(3))
 
