@@ -26,6 +26,10 @@ test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables st
 	miniupnpd miniupnpd-nftables)
 
 say() { printf '\n== %s\n' "$*"; }
+die() {
+	echo "dev.sh: $*" >&2
+	exit 1
+}
 
 install_missing() {
 	local missing=() p
@@ -98,7 +102,7 @@ cmd_run() {
 	build "$top/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF
 	local demo="$top/out/demo" game_port=${GAME_PORT:-27960} oa_port=${OA_PORT:-27961}
 	local control_port=${CONTROL_PORT:-27980} http_port=${HTTP_PORT:-8471}
-	local master_port=${MASTER_PORT:-27950}
+	local master_port=${MASTER_PORT:-27950} lobby_port=${LOBBY_PORT:-29471}
 	mkdir -p "$demo/oa" "$demo/state" "$demo/master"
 	[ -s "$demo/token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$demo/token"
 	chmod 600 "$demo/token"
@@ -141,15 +145,38 @@ cmd_run() {
 			grep -q "127.0.0.1:$game_port" && break
 		sleep 0.3
 	done
+
+	say "starting rally-lobby (host) on 127.0.0.1:$lobby_port, listed on the local master"
+	mkdir -p "$demo/lobby"
+	"$top/build/lobby/rally-lobby" host --name demo-host --lobby-name "rallypoint demo" \
+		--io-dir "$demo/lobby" --local-port "$lobby_port" --stun off --upnp off \
+		--lan-ip 127.0.0.1 --rendezvous "http://127.0.0.1:$http_port" \
+		--publish "http://127.0.0.1:$http_port" --public --game-relay-port 0 \
+		>"$demo/lobby.out" 2>"$demo/lobby.log" &
+	pids+=($!)
+	local code=""
+	for i in $(seq 100); do
+		code=$(sed -n 's/^CODE=//p' "$demo/lobby.out" 2>/dev/null | head -n 1)
+		[ -n "$code" ] && break
+		kill -0 "${pids[3]}" 2>/dev/null || {
+			cat "$demo/lobby.log" >&2
+			die "rally-lobby exited"
+		}
+		sleep 0.1
+	done
+	[ -n "$code" ] || die "rally-lobby printed no code (see $demo/lobby.log)"
+
 	local tok
 	tok=$(cat "$demo/token")
 	cat <<EOF
 
-rallypoint is up (logs in $demo: master.log, relay.log, oa.log)
+rallypoint is up (logs in $demo: master.log, relay.log, oa.log, lobby.log)
   rally-master  http://127.0.0.1:$http_port (netpunch API, Fugitive repository, /metrics)
                 udp 127.0.0.1:$master_port (Quake 3 master; the game server is listed there)
   rally-relay   udp 127.0.0.1:$game_port -> OpenArena on 127.0.0.1:$oa_port
                 control http://127.0.0.1:$control_port, token in $demo/token
+  rally-lobby   hosting "rallypoint demo" on udp 127.0.0.1:$lobby_port, code $code
+                (events in $demo/lobby/lobby_out.jsonl; listed by the master)
 
 Try:
   quakestat -openarenam 127.0.0.1:$master_port -retry 1 -mi 0.2  # lists the relay's address
@@ -157,6 +184,10 @@ Try:
   curl -s http://127.0.0.1:$http_port/list
   curl -s -d '{"id":"me","code":"MYCODE","name":"my lobby"}' http://127.0.0.1:$http_port/announce
   curl -s http://127.0.0.1:$http_port/metrics
+  $top/build/lobby/rally-lobby code $code      # what the code says
+  mkdir -p /tmp/joiner && $top/build/lobby/rally-lobby join $code --name you \\
+       --io-dir /tmp/joiner --stun off --lan-ip 127.0.0.1 --rendezvous off --game-relay-port 0
+                                                   # joins; Ctrl-C leaves
   curl -s -H "Authorization: Bearer $tok" http://127.0.0.1:$control_port/sessions
   curl -s -X PUT -H "Authorization: Bearer $tok" -d '{"reason":"test","duration":60}' \\
        http://127.0.0.1:$control_port/bans/127.0.0.1      # then quakestat -q3s gets nothing
