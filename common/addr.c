@@ -275,3 +275,36 @@ fail:
 	close(fd);
 	return -e;
 }
+
+int addr_udp_connect(const struct addr *to, struct addr *local)
+{
+	int fd = socket(to->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int e;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)&to->ss, to->len) < 0)
+		goto fail;
+	if (local != NULL) {
+		local->len = sizeof(local->ss);
+		if (getsockname(fd, (struct sockaddr *)&local->ss, &local->len) < 0)
+			goto fail;
+	}
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	return -e;
+}
+
+ssize_t addr_udp_recv(int fd, void *buf, size_t size, struct addr *from)
+{
+	ssize_t n;
+
+	from->len = sizeof(from->ss);
+	do {
+		n = recvfrom(fd, buf, size, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from->ss,
+			     &from->len);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 struct addr {
 	struct sockaddr_storage ss;
@@ -75,5 +76,20 @@ int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int
 /* Opens a non-blocking UDP socket bound to a (port 0 = ephemeral) and reads
  * the bound address back into a. Returns the fd or -errno. */
 int addr_udp_bind(struct addr *a);
+
+/*
+ * Opens a non-blocking UDP socket connected to `to` (so only its datagrams
+ * arrive and an ICMP unreachable shows as ECONNREFUSED on the next call);
+ * when local is not NULL, the kernel's choice of local address and port is
+ * read back into it. Returns the fd or -errno.
+ */
+int addr_udp_connect(const struct addr *to, struct addr *local);
+
+/*
+ * One datagram from a non-blocking UDP socket into buf, its source in from.
+ * Returns its real length (more than size when it was cut: MSG_TRUNC, the
+ * caller drops it), or -errno (-EAGAIN: nothing there).
+ */
+ssize_t addr_udp_recv(int fd, void *buf, size_t size, struct addr *from);
 
 #endif
