@@ -5,9 +5,50 @@
 #include <stdio.h>
 #include <string.h>
 
+/*
+ * RFC 3629 UTF-8: json-c's own check (JSON_TOKENER_VALIDATE_UTF8) lets
+ * overlong forms and encoded surrogates through, which Python's strict
+ * decoding (and so every peer we mirror) refuses. Returns the offset of
+ * the first bad byte, or len.
+ */
+static size_t utf8_check(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned c = s[i], n, cp, min;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1, cp = c & 0x1f, min = 0x80;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2, cp = c & 0x0f, min = 0x800;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3, cp = c & 0x07, min = 0x10000;
+		} else {
+			return i;
+		}
+		if (n > len - i - 1)
+			return i;
+		for (unsigned k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return i;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return i;
+		i += n + 1;
+	}
+	return len;
+}
+
 int jsonp_parse(const char *text, size_t len, int depth, struct json_object **out, char *err,
 		size_t errsize)
 {
+	size_t bad;
 	struct json_tokener *tok;
 	struct json_object *o;
 	enum json_tokener_error je;
@@ -25,6 +66,11 @@ int jsonp_parse(const char *text, size_t len, int depth, struct json_object **ou
 	}
 	if (len > (size_t)0x7fffffff) {
 		snprintf(err, errsize, "document too large");
+		return -EBADMSG;
+	}
+	bad = utf8_check((const unsigned char *)text, len);
+	if (bad != len) {
+		snprintf(err, errsize, "offset %zu: invalid UTF-8", bad);
 		return -EBADMSG;
 	}
 	tok = json_tokener_new_ex(depth);
@@ -55,4 +101,41 @@ int jsonp_parse(const char *text, size_t len, int depth, struct json_object **ou
 	}
 	*out = o;
 	return 0;
+}
+
+static struct json_object *field(struct json_object *o, const char *key)
+{
+	struct json_object *f = NULL;
+
+	if (o == NULL || !json_object_object_get_ex(o, key, &f))
+		return NULL;
+	return f;
+}
+
+const char *jsonp_str(struct json_object *o, const char *key)
+{
+	struct json_object *f = field(o, key);
+
+	return json_object_is_type(f, json_type_string) ? json_object_get_string(f) : NULL;
+}
+
+bool jsonp_bool(struct json_object *o, const char *key, bool dflt)
+{
+	struct json_object *f = field(o, key);
+
+	if (json_object_is_type(f, json_type_boolean))
+		return json_object_get_boolean(f);
+	if (json_object_is_type(f, json_type_int))
+		return json_object_get_int64(f) != 0;
+	return dflt;
+}
+
+bool jsonp_int(struct json_object *o, const char *key, long long *v)
+{
+	struct json_object *f = field(o, key);
+
+	if (!json_object_is_type(f, json_type_int))
+		return false;
+	*v = json_object_get_int64(f);
+	return true;
 }
