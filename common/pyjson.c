@@ -245,6 +245,12 @@ void pyjson_bool(struct pyjson *j, bool v)
 	puts_(j, v ? "true" : "false");
 }
 
+void pyjson_raw(struct pyjson *j, const char *json, size_t len)
+{
+	before_value(j);
+	put(j, json, len);
+}
+
 void pyjson_null(struct pyjson *j)
 {
 	before_value(j);

@@ -44,6 +44,8 @@ void pyjson_int(struct pyjson *j, long long v);
 void pyjson_float(struct pyjson *j, double v);
 void pyjson_bool(struct pyjson *j, bool v);
 void pyjson_null(struct pyjson *j);
+/* A value already written by a pyjson writer (its text is copied as is). */
+void pyjson_raw(struct pyjson *j, const char *json, size_t len);
 
 /* Python's repr() of a finite double into buf (>= 32 bytes); returns buf. */
 const char *pyjson_repr_double(double v, char *buf, size_t size);
