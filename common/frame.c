@@ -38,22 +38,55 @@ int np1_build(uint8_t *buf, size_t cap, uint8_t type, const uint8_t *payload, si
 
 /* ---- relay port binding (§6), game frames (§8), save chunks (§11) ---- */
 
-int np1_trlb_build(uint8_t *buf, size_t cap, const uint8_t id[static RELAY_ID_LEN], uint8_t role)
+int np1_trlb_build(uint8_t *buf, size_t cap, const uint8_t id[static NP1_RELAY_ID_LEN],
+		   uint8_t role)
 {
 	struct wr w = wr_init(buf, cap);
 
 	wr_bytes(&w, "TRLB", 4);
-	wr_bytes(&w, id, RELAY_ID_LEN);
+	wr_bytes(&w, id, NP1_RELAY_ID_LEN);
 	wr_u8(&w, role);
 	return w.bad ? -ENOSPC : (int)w.len;
 }
 
-/* The relay port answers a bind with exactly "TRLA" | id (20 bytes). */
-int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static RELAY_ID_LEN])
+/*
+ * "Bind packet: exactly 21 bytes "TRLB" | id(16) | role with role H (host)
+ * or J (joiner) [...] Wrong id or other role: ignored, no answer. A 21-byte
+ * datagram not starting with TRLB is forwarded like any other"
+ * (master-api.md). So another role is a bad bind (-EPROTO), not a datagram
+ * to relay (-EBADMSG).
+ */
+int np1_trlb_parse(const uint8_t *buf, size_t len, uint8_t id[static NP1_RELAY_ID_LEN],
+		   uint8_t *role)
 {
-	if (len != TRLA_LEN || memcmp(buf, "TRLA", 4) != 0)
+	uint8_t r;
+
+	if (len != NP1_TRLB_LEN || memcmp(buf, "TRLB", 4) != 0)
 		return -EBADMSG;
-	memcpy(id, buf + 4, RELAY_ID_LEN);
+	r = buf[4 + NP1_RELAY_ID_LEN];
+	if (r != NP1_ROLE_HOST && r != NP1_ROLE_JOINER)
+		return -EPROTO;
+	memcpy(id, buf + 4, NP1_RELAY_ID_LEN);
+	*role = r;
+	return 0;
+}
+
+/* "[...] and is answered to the sender with 20 bytes "TRLA" | id". */
+int np1_trla_build(uint8_t *buf, size_t cap, const uint8_t id[static NP1_RELAY_ID_LEN])
+{
+	struct wr w = wr_init(buf, cap);
+
+	wr_bytes(&w, "TRLA", 4);
+	wr_bytes(&w, id, NP1_RELAY_ID_LEN);
+	return w.bad ? -ENOSPC : (int)w.len;
+}
+
+/* The relay port answers a bind with exactly "TRLA" | id (20 bytes). */
+int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static NP1_RELAY_ID_LEN])
+{
+	if (len != NP1_TRLA_LEN || memcmp(buf, "TRLA", 4) != 0)
+		return -EBADMSG;
+	memcpy(id, buf + 4, NP1_RELAY_ID_LEN);
 	return 0;
 }
 

@@ -33,9 +33,9 @@
 #define FRAG_MAX_COUNT ((FRAG_MAX_MSG + FRAG_DATA - 1) / FRAG_DATA)
 #define FRAG_MAX_BYTES (16 * 1024 * 1024)
 /* Relay port binding (§6): "TRLB" | id16 | 'H'/'J', answered "TRLA" | id16. */
-#define RELAY_ID_LEN (16)
-#define TRLB_LEN     (21)
-#define TRLA_LEN     (20)
+#define NP1_RELAY_ID_LEN (16)
+#define NP1_TRLB_LEN     (21)
+#define NP1_TRLA_LEN     (20)
 /* Save chunk (§11): "NPF1" | u32be sid | u32be seq | data. */
 #define NPF1_HDR (12)
 
@@ -50,6 +50,12 @@ enum np1_type {
 	NP1_KEYX = 'X',
 };
 
+/* The last byte of a TRLB: which end of the relay port binds. */
+enum np1_trlb_role {
+	NP1_ROLE_HOST = 'H',
+	NP1_ROLE_JOINER = 'J',
+};
+
 /* Parses a datagram. Returns 0 with the type and a view of the payload,
  * or -EBADMSG (shorter than 5 bytes, no "NP1:"). Unknown types parse. */
 int np1_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **payload, size_t *plen);
@@ -58,9 +64,21 @@ int np1_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **pay
 int np1_build(uint8_t *buf, size_t cap, uint8_t type, const uint8_t *payload, size_t plen);
 
 /* "TRLB" | id | role ('H' host, 'J' joiner). Returns 21 or -ENOSPC. */
-int np1_trlb_build(uint8_t *buf, size_t cap, const uint8_t id[static RELAY_ID_LEN], uint8_t role);
+int np1_trlb_build(uint8_t *buf, size_t cap, const uint8_t id[static NP1_RELAY_ID_LEN],
+		   uint8_t role);
+/*
+ * A bind as the relay port reads it: exactly 21 bytes, "TRLB" | id | role.
+ * Returns 0 with id and *role ('H' or 'J'); -EPROTO when the role byte is
+ * neither (still a bind, a bad one: the port counts it and drops it, it is
+ * never relayed); -EBADMSG for anything else (not a bind: any other length,
+ * no "TRLB"). id and *role are written only on 0.
+ */
+int np1_trlb_parse(const uint8_t *buf, size_t len, uint8_t id[static NP1_RELAY_ID_LEN],
+		   uint8_t *role);
+/* The relay port's ack: "TRLA" | id. Returns 20 or -ENOSPC. */
+int np1_trla_build(uint8_t *buf, size_t cap, const uint8_t id[static NP1_RELAY_ID_LEN]);
 /* A relay port's ack: exactly "TRLA" | id. Returns 0 with id, or -EBADMSG. */
-int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static RELAY_ID_LEN]);
+int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static NP1_RELAY_ID_LEN]);
 
 /* A game frame payload: 'g' | the bridge's datagram. Returns the length,
  * -EMSGSIZE for a frame over GAME_FRAME_MAX, -ENOSPC. */

@@ -1,16 +1,21 @@
 /*
  * Fuzz target for common/frame's parsers: an NP1 datagram as it arrives
  * on the game socket, then its payload as the lobby dispatches it (save
- * chunk, mesh envelope), and the relay port's TRLA ack.
+ * chunk, mesh envelope), the relay port's TRLA ack as the lobby reads it
+ * and a TRLB bind as the master's relay port reads it.
  *
  * Invariants checked:
  * - np1_parse accepts exactly the datagrams of at least 5 bytes that start
  *   with "NP1:", and the payload view is the rest of the input;
- * - round trips: np1_build, npf1_build, mesh_env_build and np1_trlb_build
- *   rebuild the very bytes that parsed;
+ * - np1_trlb_parse calls a bind exactly the 21-byte inputs that start with
+ *   "TRLB" (anything else is -EBADMSG, relayed by the port), and accepts
+ *   one (0) exactly when its role is 'H' or 'J' (else -EPROTO);
+ * - round trips: np1_build, npf1_build, mesh_env_build, np1_trlb_build and
+ *   np1_trla_build rebuild the very bytes that parsed;
  * - mesh names are NUL-terminated, at most 255 bytes, without NUL inside.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,22 +54,43 @@ static void payload(const uint8_t *p, size_t n)
 	free(buf);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void relay_bind(const uint8_t *data, size_t size)
 {
-	const uint8_t *p = NULL;
-	uint8_t type = 0, id[RELAY_ID_LEN], *buf;
-	size_t pl = 0;
+	uint8_t id[NP1_RELAY_ID_LEN], b[NP1_TRLB_LEN], role = 0;
+	bool bind = size == NP1_TRLB_LEN && memcmp(data, "TRLB", 4) == 0;
 	int r;
 
 	r = np1_trla_parse(data, size, id);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
+	FUZZ_CHECK((r == 0) == (size == NP1_TRLA_LEN && memcmp(data, "TRLA", 4) == 0));
 	if (r == 0) {
-		uint8_t b[TRLB_LEN];
-
-		FUZZ_CHECK(size == TRLA_LEN && memcmp(id, data + 4, RELAY_ID_LEN) == 0);
-		FUZZ_CHECK(np1_trlb_build(b, sizeof(b), id, 'J') == TRLB_LEN);
-		FUZZ_CHECK(memcmp(b + 4, data + 4, RELAY_ID_LEN) == 0);
+		FUZZ_CHECK(memcmp(id, data + 4, NP1_RELAY_ID_LEN) == 0);
+		FUZZ_CHECK(np1_trla_build(b, sizeof(b), id) == NP1_TRLA_LEN);
+		FUZZ_CHECK(memcmp(b, data, NP1_TRLA_LEN) == 0);
+		FUZZ_CHECK(np1_trlb_build(b, sizeof(b), id, NP1_ROLE_JOINER) == NP1_TRLB_LEN);
+		FUZZ_CHECK(memcmp(b + 4, data + 4, NP1_RELAY_ID_LEN) == 0);
 	}
+
+	r = np1_trlb_parse(data, size, id, &role);
+	FUZZ_CHECK(r == 0 || r == -EPROTO || r == -EBADMSG);
+	FUZZ_CHECK((r != -EBADMSG) == bind);
+	FUZZ_CHECK((r == 0) ==
+		   (bind && (data[20] == NP1_ROLE_HOST || data[20] == NP1_ROLE_JOINER)));
+	if (r == 0) {
+		FUZZ_CHECK(role == data[20] && memcmp(id, data + 4, NP1_RELAY_ID_LEN) == 0);
+		FUZZ_CHECK(np1_trlb_build(b, sizeof(b), id, role) == NP1_TRLB_LEN);
+		FUZZ_CHECK(memcmp(b, data, NP1_TRLB_LEN) == 0);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *p = NULL;
+	uint8_t type = 0, *buf;
+	size_t pl = 0;
+	int r;
+
+	relay_bind(data, size);
 
 	r = np1_parse(data, size, &type, &p, &pl);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);

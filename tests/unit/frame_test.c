@@ -69,28 +69,113 @@ static void test_relay_bind(struct json_object *root)
 	struct json_object *pk = vec_get(rb, "packets");
 	size_t n, an;
 	uint8_t *id = vec_hex(vec_str(rb, "alloc_id_hex"), &n);
-	uint8_t buf[64], got[RELAY_ID_LEN];
+	uint8_t buf[64], got[NP1_RELAY_ID_LEN];
 	uint8_t *ack = vec_hex(vec_str(vec_at(pk, 2), "bytes_hex"), &an);
 
-	CHECK(id != NULL && n == RELAY_ID_LEN && ack != NULL);
-	if (id == NULL || ack == NULL || n != RELAY_ID_LEN)
+	CHECK(id != NULL && n == NP1_RELAY_ID_LEN && ack != NULL);
+	if (id == NULL || ack == NULL || n != NP1_RELAY_ID_LEN)
 		goto out;
-	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'J'), TRLB_LEN);
-	CHECK(vec_eq_hex(buf, TRLB_LEN, vec_str(vec_at(pk, 0), "bytes_hex")));
-	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'H'), TRLB_LEN);
-	CHECK(vec_eq_hex(buf, TRLB_LEN, vec_str(vec_at(pk, 1), "bytes_hex")));
-	CHECK_EQ_INT(np1_trlb_build(buf, TRLB_LEN - 1, id, 'H'), -ENOSPC);
-	CHECK_EQ_INT(an, TRLA_LEN);
+	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'J'), NP1_TRLB_LEN);
+	CHECK(vec_eq_hex(buf, NP1_TRLB_LEN, vec_str(vec_at(pk, 0), "bytes_hex")));
+	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'H'), NP1_TRLB_LEN);
+	CHECK(vec_eq_hex(buf, NP1_TRLB_LEN, vec_str(vec_at(pk, 1), "bytes_hex")));
+	CHECK_EQ_INT(np1_trlb_build(buf, NP1_TRLB_LEN - 1, id, 'H'), -ENOSPC);
+	CHECK_EQ_INT(an, NP1_TRLA_LEN);
 	CHECK_EQ_INT(np1_trla_parse(ack, an, got), 0);
-	CHECK(memcmp(got, id, RELAY_ID_LEN) == 0);
+	CHECK(memcmp(got, id, NP1_RELAY_ID_LEN) == 0);
 	CHECK_EQ_INT(np1_trla_parse(ack, an - 1, got), -EBADMSG);
-	CHECK_EQ_INT(np1_trla_parse(buf, TRLB_LEN, got), -EBADMSG); /* a TRLB */
+	CHECK_EQ_INT(np1_trla_parse(buf, NP1_TRLB_LEN, got), -EBADMSG); /* a TRLB */
 	memcpy(buf, ack, an);
 	buf[an] = 0;
 	CHECK_EQ_INT(np1_trla_parse(buf, an + 1, got), -EBADMSG);
+
+	/* The relay port's side: the ack it writes is the captured one. */
+	memset(buf, 0xee, sizeof(buf));
+	CHECK_EQ_INT(np1_trla_build(buf, sizeof(buf), id), NP1_TRLA_LEN);
+	CHECK(vec_eq_hex(buf, NP1_TRLA_LEN, vec_str(vec_at(pk, 2), "bytes_hex")));
+	CHECK(buf[NP1_TRLA_LEN] == 0xee);
+	CHECK_EQ_INT(np1_trla_build(buf, NP1_TRLA_LEN, id), NP1_TRLA_LEN);
+	CHECK_EQ_INT(np1_trla_build(buf, NP1_TRLA_LEN - 1, id), -ENOSPC);
+	CHECK_EQ_INT(np1_trla_build(buf, 0, id), -ENOSPC);
 out:
 	free(id);
 	free(ack);
+}
+
+/* One vector packet through np1_trlb_parse: the id and role it carries. */
+static void check_trlb_vec(struct json_object *pk, size_t i, const uint8_t *want_id,
+			   uint8_t want_role)
+{
+	uint8_t got[NP1_RELAY_ID_LEN], role = 0;
+	size_t n;
+	uint8_t *b = vec_hex(vec_str(vec_at(pk, i), "bytes_hex"), &n);
+
+	CHECK(b != NULL && n == NP1_TRLB_LEN);
+	if (b == NULL)
+		return;
+	CHECK_EQ_INT(np1_trlb_parse(b, n, got, &role), 0);
+	CHECK(memcmp(got, want_id, NP1_RELAY_ID_LEN) == 0);
+	CHECK_EQ_INT(role, want_role);
+	free(b);
+}
+
+/* TRLB as the master's relay port reads it (master-api.md, "Bind packet"). */
+static void test_trlb_parse(struct json_object *root)
+{
+	struct json_object *rb = vec_get(root, "relay_bind");
+	struct json_object *pk = vec_get(rb, "packets");
+	uint8_t buf[64], got[NP1_RELAY_ID_LEN], role;
+	size_t n;
+	uint8_t *id = vec_hex(vec_str(rb, "alloc_id_hex"), &n);
+
+	CHECK(id != NULL && n == NP1_RELAY_ID_LEN);
+	if (id == NULL || n != NP1_RELAY_ID_LEN)
+		goto out;
+	check_trlb_vec(pk, 0, id, NP1_ROLE_JOINER);
+	check_trlb_vec(pk, 1, id, NP1_ROLE_HOST);
+
+	/* Round trip through the builder, both roles. */
+	for (int k = 0; k < 2; k++) {
+		uint8_t want = k == 0 ? NP1_ROLE_HOST : NP1_ROLE_JOINER;
+
+		CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, want), NP1_TRLB_LEN);
+		role = 0;
+		CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN, got, &role), 0);
+		CHECK(memcmp(got, id, NP1_RELAY_ID_LEN) == 0 && role == want);
+	}
+
+	/* Not a bind at all (the port relays these): one byte short or long,
+	 * another magic, the ack, the magic in another case, nothing. */
+	CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, 'J'), NP1_TRLB_LEN);
+	CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN - 1, got, &role), -EBADMSG);
+	buf[NP1_TRLB_LEN] = 'J';
+	CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN + 1, got, &role), -EBADMSG);
+	CHECK_EQ_INT(np1_trlb_parse(buf, 0, got, &role), -EBADMSG);
+	buf[3] = 'A';
+	CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN, got, &role), -EBADMSG);
+	buf[3] = 'b';
+	CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN, got, &role), -EBADMSG);
+	memcpy(buf, "XRLB", 4);
+	CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN, got, &role), -EBADMSG);
+	CHECK_EQ_INT(np1_trla_build(buf, sizeof(buf), id), NP1_TRLA_LEN);
+	buf[NP1_TRLA_LEN] = 'J';
+	CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN, got, &role), -EBADMSG);
+
+	/* A bind of another role (lower case, NUL, 'A'): -EPROTO, and the
+	 * outputs are left alone. */
+	{
+		static const uint8_t roles[] = {'h', 'j', 0, 'A', 0xff, 'K'};
+
+		for (size_t k = 0; k < sizeof(roles); k++) {
+			CHECK_EQ_INT(np1_trlb_build(buf, sizeof(buf), id, roles[k]), NP1_TRLB_LEN);
+			memset(got, 0x5a, sizeof(got));
+			role = 0x5a;
+			CHECK_EQ_INT(np1_trlb_parse(buf, NP1_TRLB_LEN, got, &role), -EPROTO);
+			CHECK(got[0] == 0x5a && got[NP1_RELAY_ID_LEN - 1] == 0x5a && role == 0x5a);
+		}
+	}
+out:
+	free(id);
 }
 
 static void test_save_chunk(struct json_object *root)
@@ -573,6 +658,7 @@ int main(void)
 	if (root != NULL) {
 		test_np1(root);
 		test_relay_bind(root);
+		test_trlb_parse(root);
 		test_save_chunk(root);
 		test_mesh_and_game(root);
 		test_dual_tcp_seal(root);
