@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 	ev_signal_set(m->loop, on_signal, &app);
 	ev_timer_init(&app.watchdog);
 	ev_timer_init(&app.drain);
-	m->reg = registry_new(m->loop);
+	m->reg = master_registry_new(m->loop);
 	if (m->reg == NULL)
 		log_fatal("registry-init-fail");
 	snprintf(app.snapshot, sizeof(app.snapshot), "%s/registry.json", m->cfg.state_dir);
@@ -401,11 +401,12 @@ int main(int argc, char **argv)
 	if ((r = master_fugitive_new(m)) < 0)
 		goto fail;
 	/* A corrupt snapshot is moved aside and reported; we start empty. */
-	registry_load(m->reg, app.snapshot);
+	master_registry_load(m->reg, app.snapshot);
 	if (check) {
 		log_bare("config-ok lobbies=%zu q3=%zu fugitive=%zu",
-			 registry_count(m->reg, REG_LOBBY), registry_count(m->reg, REG_Q3),
-			 registry_count(m->reg, REG_FUGITIVE));
+			 master_registry_count(m->reg, MASTER_REG_LOBBY),
+			 master_registry_count(m->reg, MASTER_REG_Q3),
+			 master_registry_count(m->reg, MASTER_REG_FUGITIVE));
 		ret = 0;
 		goto out;
 	}
@@ -414,7 +415,7 @@ int main(int argc, char **argv)
 		log_warn("http-listen-fail http=%s", addr_str(&m->cfg.http, ha, sizeof(ha)));
 		goto out;
 	}
-	registry_autosave(m->reg, app.snapshot, m->cfg.snapshot_ms);
+	master_registry_autosave(m->reg, app.snapshot, m->cfg.snapshot_ms);
 	log_bare("ready http=%s udp=%s", addr_str(master_http_addr(m->http), ha, sizeof(ha)),
 		 addr_str(master_q3_addr(m->q3), ua, sizeof(ua)));
 	sdnotify("READY=1");
@@ -433,14 +434,14 @@ int main(int argc, char **argv)
 	ev_timer_start(m->loop, &app.drain, 200, on_drain, &app);
 	ev_loop_run(m->loop);
 	ev_timer_stop(m->loop, &app.drain);
-	r = registry_save(m->reg, app.snapshot);
+	r = master_registry_save(m->reg, app.snapshot);
 	if (r < 0) {
 		errno = -r;
 		log_warn("snapshot-save-fail file=%s", app.snapshot);
 	}
-	log_info("stopped entries=%zu", registry_count(m->reg, REG_LOBBY) +
-						registry_count(m->reg, REG_Q3) +
-						registry_count(m->reg, REG_FUGITIVE));
+	log_info("stopped entries=%zu", master_registry_count(m->reg, MASTER_REG_LOBBY) +
+						master_registry_count(m->reg, MASTER_REG_Q3) +
+						master_registry_count(m->reg, MASTER_REG_FUGITIVE));
 	ret = 0;
 	goto out;
 fail:
@@ -453,7 +454,7 @@ out:
 	master_q3_free(m->q3);
 	master_relayport_free(m->relay);
 	master_knock_free(m->knock);
-	registry_free(m->reg);
+	master_registry_free(m->reg);
 	ev_loop_free(m->loop);
 	return ret;
 }

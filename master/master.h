@@ -56,34 +56,34 @@ struct master_cfg {
 
 /* ---- master_registry.c: the one bounded registry ---- */
 
-enum reg_kind {
-	REG_LOBBY,    /* a netpunch lobby (POST /announce) */
-	REG_Q3,       /* a Quake 3 engine server (heartbeat + infoResponse) */
-	REG_FUGITIVE, /* a Fugitive3D server (POST/PUT /servers/{ip:port}) */
-	REG_NKINDS
+enum master_reg_kind {
+	MASTER_REG_LOBBY,    /* a netpunch lobby (POST /announce) */
+	MASTER_REG_Q3,       /* a Quake 3 engine server (heartbeat + infoResponse) */
+	MASTER_REG_FUGITIVE, /* a Fugitive3D server (POST/PUT /servers/{ip:port}) */
+	MASTER_REG_NKINDS
 };
 
 /* Every entry value starts with this. */
-struct reg_head {
+struct master_reg_head {
 	long long seen_ms;      /* monotonic, last refresh */
 	long long seen_wall_ms; /* wall clock, last refresh (snapshots, ages) */
 };
 
-#define REG_KEY_MAX (32)
+#define MASTER_REG_KEY_MAX (32)
 
 /*
  * How the registry stores one kind. The module that owns a kind defines its
- * value struct (starting with struct reg_head) and how it goes to and comes
- * from the snapshot.
+ * value struct (starting with struct master_reg_head) and how it goes to
+ * and comes from the snapshot.
  */
-struct reg_kind_ops {
+struct master_reg_kind_ops {
 	const char *name; /* the snapshot's array name: "lobbies", "q3", "fugitive" */
 	size_t val_size;  /* sizeof the kind's struct */
-	size_t key_len;   /* <= REG_KEY_MAX */
+	size_t key_len;   /* <= MASTER_REG_KEY_MAX */
 	size_t capacity;  /* entries at most */
 	long long ttl_ms; /* an entry not refreshed for this long is dropped */
 	/* Fills key from a value (restoring a snapshot). */
-	void (*key_of)(const void *val, uint8_t key[REG_KEY_MAX]);
+	void (*key_of)(const void *val, uint8_t key[MASTER_REG_KEY_MAX]);
 	/* Adds the kind's fields to a snapshot object (the head is saved by
 	 * the registry). */
 	void (*save)(const void *val, struct json_object *obj);
@@ -99,30 +99,33 @@ struct reg_kind_ops {
 	void *arg;
 };
 
-struct registry;
+struct master_registry;
 
-struct registry *registry_new(struct ev_loop *loop);
-void registry_free(struct registry *reg);
-/* Declares a kind; all kinds before registry_load(). 0 or -errno. */
-int registry_add_kind(struct registry *reg, enum reg_kind kind, const struct reg_kind_ops *ops);
+struct master_registry *master_registry_new(struct ev_loop *loop);
+void master_registry_free(struct master_registry *reg);
+/* Declares a kind; all kinds before master_registry_load(). 0 or -errno. */
+int master_registry_add_kind(struct master_registry *reg, enum master_reg_kind kind,
+			     const struct master_reg_kind_ops *ops);
 
 /* The value under key, or NULL. */
-void *registry_get(struct registry *reg, enum reg_kind kind, const void *key);
+void *master_registry_get(struct master_registry *reg, enum master_reg_kind kind, const void *key);
 /*
  * The value under key, inserted (zeroed, fresh) when absent; *created says
  * which. NULL with errno ENOSPC when the kind is at capacity (after expiry).
  */
-void *registry_put(struct registry *reg, enum reg_kind kind, const void *key, bool *created);
+void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind, const void *key,
+			  bool *created);
 /* Marks an entry refreshed now (it expires ttl_ms from now; newest first). */
-void registry_refresh(struct registry *reg, enum reg_kind kind, void *val);
-void registry_del(struct registry *reg, enum reg_kind kind, void *val);
+void master_registry_refresh(struct master_registry *reg, enum master_reg_kind kind, void *val);
+void master_registry_del(struct master_registry *reg, enum master_reg_kind kind, void *val);
 /* Drops what has expired; also runs every second on its own. */
-void registry_expire(struct registry *reg);
+void master_registry_expire(struct master_registry *reg);
 
 /* Newest first: start with prev = NULL. */
-void *registry_next(struct registry *reg, enum reg_kind kind, const void *prev);
-size_t registry_count(const struct registry *reg, enum reg_kind kind);
-size_t registry_capacity(const struct registry *reg, enum reg_kind kind);
+void *master_registry_next(struct master_registry *reg, enum master_reg_kind kind,
+			   const void *prev);
+size_t master_registry_count(const struct master_registry *reg, enum master_reg_kind kind);
+size_t master_registry_capacity(const struct master_registry *reg, enum master_reg_kind kind);
 
 /*
  * Snapshots: <state-dir>/registry.json written atomically every
@@ -130,17 +133,15 @@ size_t registry_capacity(const struct registry *reg, enum reg_kind kind);
  * moved aside (.corrupt-<time>), logged with the reason, and nothing of it
  * is loaded. Returns 0 or -errno (the file is then unchanged).
  */
-int registry_save(struct registry *reg, const char *path);
-int registry_load(struct registry *reg, const char *path);
+int master_registry_save(struct master_registry *reg, const char *path);
+int master_registry_load(struct master_registry *reg, const char *path);
 /* Starts the periodic snapshot to path. */
-void registry_autosave(struct registry *reg, const char *path, long long every_ms);
+void master_registry_autosave(struct master_registry *reg, const char *path, long long every_ms);
 
 /* Prometheus lines for the registry. */
-void registry_metrics(const struct registry *reg, struct strbuf *out);
+void master_registry_metrics(const struct master_registry *reg, struct strbuf *out);
 
 /* ---- the daemon ---- */
-
-enum master_door { DOOR_NETPUNCH, DOOR_Q3, DOOR_FUGITIVE, DOOR_OPS, DOOR_N };
 
 struct master_http;
 struct master_knock;
@@ -151,7 +152,7 @@ struct master_fugitive;
 struct master {
 	struct master_cfg cfg;
 	struct ev_loop *loop;
-	struct registry *reg;
+	struct master_registry *reg;
 	struct master_http *http;
 	struct master_knock *knock;
 	struct master_relayport *relay;
@@ -173,9 +174,9 @@ const struct addr *master_http_addr(const struct master_http *h);
  * for "X-Real-IP" its value. Returns false (and the peer) when a trusted
  * proxy sent a header that is not an address.
  */
-bool master_client_ip(const struct master *m, struct httpd_req *req, const char *header,
-		      struct addr *out);
-bool master_is_trusted(const struct master *m, const struct addr *a);
+bool master_http_client_ip(const struct master *m, struct httpd_req *req, const char *header,
+			   struct addr *out);
+bool master_http_is_trusted(const struct master *m, const struct addr *a);
 /* Counts a request for /metrics (door, status). */
 void master_http_count(struct master *m, const char *endpoint, unsigned status);
 
@@ -186,6 +187,9 @@ int master_netpunch_init(struct master *m);
 void master_netpunch_handle(struct master *m, struct httpd_req *req);
 /* The netpunch reference's response: JSON text with its headers. */
 void master_netpunch_reply(struct httpd_req *req, unsigned status, const char *json, size_t len);
+/* {"error": msg} with that status, counted under endpoint in the metrics. */
+void master_netpunch_error(struct master *m, struct httpd_req *req, const char *endpoint,
+			   unsigned status, const char *msg);
 
 /* ---- master_knock.c: POST /knock, GET /knock ---- */
 
@@ -197,7 +201,7 @@ void master_knock_metrics(const struct master_knock *k, struct strbuf *out);
 
 /* ---- master_relayport.c: the UDP relay ports ---- */
 
-struct relay_alloc_info {
+struct master_relayport_info {
 	uint16_t port;
 	char id_hex[33];
 };
@@ -209,7 +213,7 @@ void master_relayport_free(struct master_relayport *r);
  * refreshed) or a new port. 0, or -ENOSPC when every port is taken.
  */
 int master_relayport_alloc(struct master_relayport *r, const char *tag, const char *nonce,
-			   struct relay_alloc_info *out);
+			   struct master_relayport_info *out);
 void master_relayport_metrics(const struct master_relayport *r, struct strbuf *out);
 
 /* ---- master_q3.c: the Quake 3 / ET UDP master ---- */

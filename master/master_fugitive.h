@@ -1,8 +1,9 @@
 /*
- * The pure parts of the Fugitive3D repository door (master_fugitive.c):
- * the {ip:port} server id, the request body and its validation, and the
- * JSON the list is written in. No I/O, clock or logging, so they are unit
- * tested (tests/unit/fugitive_test.c) and fuzzed (tests/fuzz/fuzz_fugitive.c).
+ * The pure parts of the Fugitive3D repository door (master_fugitive.c),
+ * implemented in master_fugitive_codec.c: the {ip:port} server id, the
+ * request body and its validation, and the JSON the list is written in. No
+ * I/O, clock or logging, so they are unit tested (tests/unit/fugitive_test.c)
+ * and fuzzed (tests/fuzz/fuzz_fugitive.c, which links the codec alone).
  *
  * The reference is the Go service FugitiveTheGame/Fugitive3dServerRepository
  * (gin + encoding/json): what it accepts, we accept; what it refuses with a
@@ -20,17 +21,17 @@
 struct strbuf;
 
 /* srvrepo/constraint.go. */
-#define FUGITIVE_PORT_MIN (1024)
-#define FUGITIVE_PORT_MAX (65535)
-#define FUGITIVE_NAME_MIN (3)
-#define FUGITIVE_NAME_MAX (32) /* bytes, after trimming */
+#define MASTER_FUGITIVE_PORT_MIN (1024)
+#define MASTER_FUGITIVE_PORT_MAX (65535)
+#define MASTER_FUGITIVE_NAME_MIN (3)
+#define MASTER_FUGITIVE_NAME_MAX (32) /* bytes, after trimming */
 
 /* encoding/json's scanner refuses deeper nesting ("exceeded max depth"). */
-#define FUGITIVE_JSON_MAX_DEPTH (10000)
+#define MASTER_FUGITIVE_JSON_MAX_DEPTH (10000)
 
 /* A server id as ParseServerAddress reads it: net.SplitHostPort, then
  * net.ParseIP (which may fail without failing the parse) and strconv.Atoi. */
-struct fugitive_id {
+struct master_fugitive_id {
 	bool has_ip;       /* the host part is an IP (Go: ParseIP != nil) */
 	struct addr_ip ip; /* v4 mapped into v6 */
 	long long port;    /* any int64, as Atoi read it */
@@ -41,16 +42,17 @@ struct fugitive_id {
  * -EINVAL where ParseServerAddress returns an error (no colon, too many
  * colons, stray brackets, a port that is not a decimal int64).
  */
-int fugitive_parse_id(const char *s, size_t len, struct fugitive_id *out);
+int master_fugitive_parse_id(const char *s, size_t len, struct master_fugitive_id *out);
 
 /* net.IP.To4() != nil: an IPv4 address or one mapped into IPv6. */
-bool fugitive_ip_is_v4(const struct addr_ip *ip);
+bool master_fugitive_ip_is_v4(const struct addr_ip *ip);
 
 /* The body of POST and PUT /servers/{id}: srvrepo.Server's fields. */
-struct fugitive_body {
+struct master_fugitive_body {
 	/* Trimmed as strings.TrimSpace does; the bytes are only kept when
-	 * name_len <= FUGITIVE_NAME_MAX (longer names fail validation). */
-	char name[FUGITIVE_NAME_MAX];
+	 * name_len <= MASTER_FUGITIVE_NAME_MAX (longer names fail
+	 * validation). */
+	char name[MASTER_FUGITIVE_NAME_MAX];
 	size_t name_len;
 	long long game_version, current_players, max_players;
 	bool is_joinable;
@@ -65,23 +67,24 @@ struct fugitive_body {
  * the wrong type is an error. Returns 0 (out filled), or -EBADMSG: the
  * service's 400 "invalid request JSON".
  */
-int fugitive_parse_body(const char *buf, size_t len, struct fugitive_body *out);
+int master_fugitive_parse_body(const char *buf, size_t len, struct master_fugitive_body *out);
 
 /*
  * srvrepo.Server.Validate for the id and a decoded body: NULL when valid,
  * else the message the service answers with (a static string).
  */
-const char *fugitive_validate(const struct fugitive_id *id, const struct fugitive_body *b);
+const char *master_fugitive_validate(const struct master_fugitive_id *id,
+				     const struct master_fugitive_body *b);
 
 /*
  * Appends s[0..len) as a JSON string the way Go's json.Marshal writes it
  * (quotes, \" \\ \b \f \n \r \t, other controls and < > & as \u00XX,
  * U+2028/U+2029 escaped, invalid UTF-8 as \ufffd).
  */
-void fugitive_json_string(struct strbuf *out, const char *s, size_t len);
+void master_fugitive_json_string(struct strbuf *out, const char *s, size_t len);
 
 /* One listed server, as the list's JSON object. */
-struct fugitive_server {
+struct master_fugitive_server {
 	uint8_t ip[4];
 	uint16_t port;
 	const char *name;
@@ -93,10 +96,16 @@ struct fugitive_server {
 
 /* Appends {"ip":...,"last_seen":"2006-01-02T15:04:05Z"} (field order and
  * RFC 3339 UTC seconds as the service writes them). */
-void fugitive_json_server(struct strbuf *out, const struct fugitive_server *s);
+void master_fugitive_json_server(struct strbuf *out, const struct master_fugitive_server *s);
 
 /* True when s[0..len) is well-formed UTF-8 (no overlong forms, surrogates
  * or code points past U+10FFFF), as Go's utf8.Valid. */
-bool fugitive_utf8_valid(const char *s, size_t len);
+bool master_fugitive_utf8_valid(const char *s, size_t len);
+
+/* True when s[0..len) is a name validation lets through and the list
+ * keeps: MASTER_FUGITIVE_NAME_MIN..MASTER_FUGITIVE_NAME_MAX bytes of UTF-8
+ * without white space (unicode.IsSpace) at either end. For names read back
+ * from a snapshot. */
+bool master_fugitive_name_ok(const char *s, size_t len);
 
 #endif

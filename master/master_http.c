@@ -45,7 +45,7 @@ static const struct httpd_header common_headers[] = {
 	{"Access-Control-Allow-Origin", "*"},
 };
 
-bool master_is_trusted(const struct master *m, const struct addr *a)
+bool master_http_is_trusted(const struct master *m, const struct addr *a)
 {
 	struct addr_ip ip;
 
@@ -75,14 +75,14 @@ static bool parse_ip_span(const char *s, size_t len, struct addr *out)
 	return addr_parse_ip(out, buf) == 0;
 }
 
-bool master_client_ip(const struct master *m, struct httpd_req *req, const char *header,
-		      struct addr *out)
+bool master_http_client_ip(const struct master *m, struct httpd_req *req, const char *header,
+			   struct addr *out)
 {
 	const struct addr *peer = httpd_peer(req);
 	const char *v;
 
 	*out = *peer;
-	if (header == NULL || !master_is_trusted(m, peer))
+	if (header == NULL || !master_http_is_trusted(m, peer))
 		return true;
 	v = httpd_header(req, header);
 	if (v == NULL)
@@ -112,7 +112,7 @@ bool master_client_ip(const struct master *m, struct httpd_req *req, const char 
 				*out = *peer;
 				return false;
 			}
-			if (comma == NULL || !master_is_trusted(m, &a)) {
+			if (comma == NULL || !master_http_is_trusted(m, &a)) {
 				*out = a;
 				return true;
 			}
@@ -156,7 +156,7 @@ static void metrics(struct master *m, struct httpd_req *req)
 	struct strbuf b;
 
 	strbuf_init(&b, 1 << 20);
-	registry_metrics(m->reg, &b);
+	master_registry_metrics(m->reg, &b);
 	strbuf_printf(&b,
 		      "# HELP rally_master_http_connections Open HTTP connections.\n# TYPE "
 		      "rally_master_http_connections gauge\nrally_master_http_connections %u\n",

@@ -40,7 +40,7 @@ struct note {
 	long long at_ms; /* monotonic */
 	char blob[KNOCK_BLOB_MAX + 2];
 	bool has_relay;
-	struct relay_alloc_info relay;
+	struct master_relayport_info relay;
 };
 
 struct tag {
@@ -159,22 +159,12 @@ static int refusal(struct master_knock *k, const char *tag, const struct addr_ip
 
 static void reply_error(struct master *m, struct httpd_req *req, unsigned status, const char *msg)
 {
-	struct strbuf b;
-	struct pyjson j;
-
-	strbuf_init(&b, 256);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "error");
-	pyjson_cstr(&j, msg);
-	pyjson_obj_end(&j);
-	master_netpunch_reply(req, status, b.p, b.len);
-	strbuf_release(&b);
-	master_http_count(m, strcmp(httpd_method(req), "GET") == 0 ? "knock_get" : "knock_post",
-			  status);
+	master_netpunch_error(m, req,
+			      strcmp(httpd_method(req), "GET") == 0 ? "knock_get" : "knock_post",
+			      status, msg);
 }
 
-static void put_relay(struct master *m, struct pyjson *j, const struct relay_alloc_info *r)
+static void put_relay(struct master *m, struct pyjson *j, const struct master_relayport_info *r)
 {
 	pyjson_obj_begin(j);
 	pyjson_key(j, "ip");
@@ -190,7 +180,7 @@ void master_knock_post(struct master *m, struct httpd_req *req, struct json_obje
 {
 	struct master_knock *k = m->knock;
 	char tag[64], blob[KNOCK_BLOB_MAX + 64], nonce[64];
-	struct relay_alloc_info ra;
+	struct master_relayport_info ra;
 	bool want_relay = false;
 	long long now = ev_now_update(m->loop);
 	const char *why;
@@ -210,22 +200,22 @@ void master_knock_post(struct master *m, struct httpd_req *req, struct json_obje
 	}
 	/* tag, blob = str(d.get("s") or ""), str(d.get("blob") or "") */
 	tag[0] = blob[0] = '\0';
-	if (py_truthy_field(d, "s"))
-		py_field_str(d, "s", sizeof(tag) - 1, tag, sizeof(tag));
-	if (py_truthy_field(d, "blob"))
-		py_field_str(d, "blob", KNOCK_BLOB_MAX + 1, blob, sizeof(blob));
-	if (!hex_match(tag, 24, 24) || blob[0] == '\0' || py_utf8_chars(blob) > KNOCK_BLOB_MAX ||
-	    !b64_match(blob)) {
+	if (master_py_truthy_field(d, "s"))
+		master_py_field_str(d, "s", sizeof(tag) - 1, tag, sizeof(tag));
+	if (master_py_truthy_field(d, "blob"))
+		master_py_field_str(d, "blob", KNOCK_BLOB_MAX + 1, blob, sizeof(blob));
+	if (!hex_match(tag, 24, 24) || blob[0] == '\0' ||
+	    master_py_utf8_chars(blob) > KNOCK_BLOB_MAX || !b64_match(blob)) {
 		reply_error(m, req, 400, "bad knock");
 		return;
 	}
 	/* X-Real-IP, from a trusted proxy only (the reference trusts anyone). */
-	master_client_ip(m, req, "X-Real-IP", &client);
+	master_http_client_ip(m, req, "X-Real-IP", &client);
 	addr_to_ip(&client, &ip);
-	if (py_truthy_field(d, "relay") && m->relay != NULL) {
+	if (master_py_truthy_field(d, "relay") && m->relay != NULL) {
 		nonce[0] = '\0';
-		if (py_truthy_field(d, "j"))
-			py_field_str(d, "j", sizeof(nonce) - 1, nonce, sizeof(nonce));
+		if (master_py_truthy_field(d, "j"))
+			master_py_field_str(d, "j", sizeof(nonce) - 1, nonce, sizeof(nonce));
 		if (!hex_match(nonce, 8, 16)) {
 			reply_error(m, req, 400, "bad nonce");
 			return;
@@ -319,7 +309,7 @@ void master_knock_get(struct master *m, struct httpd_req *req)
 		return;
 	}
 	/* float(since), 0 when it is not a number. */
-	if (since_s != NULL && since_s[0] != '\0' && !py_float_str(since_s, &since))
+	if (since_s != NULL && since_s[0] != '\0' && !master_py_float_str(since_s, &since))
 		since = 0;
 	wall = unix_now();
 	k->polled++;

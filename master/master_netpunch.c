@@ -6,7 +6,7 @@
  * str(v)[:n] and int() do, the same status codes and error strings, and
  * bodies written as Python's json.dumps writes them (common/pyjson).
  *
- * Lobbies are REG_LOBBY entries of the registry: 500 at most, dropped
+ * Lobbies are MASTER_REG_LOBBY entries of the registry: 500 at most, dropped
  * 30 s after their last announce.
  */
 #include <errno.h>
@@ -39,7 +39,7 @@
 
 /* A lobby row. Strings are UTF-8, up to 4 bytes per character. */
 struct lobby {
-	struct reg_head h;
+	struct master_reg_head h;
 	char id[ID_CHARS * 4 + 1];
 	char name[NAME_CHARS * 4 + 1];
 	char code[CODE_CHARS * 4 + 1];
@@ -70,9 +70,9 @@ static const char *type_known(const char *t)
 	return NULL;
 }
 
-static void lobby_key(const char *id, uint8_t key[REG_KEY_MAX])
+static void lobby_key(const char *id, uint8_t key[MASTER_REG_KEY_MAX])
 {
-	crypto_generichash(key, REG_KEY_MAX, (const uint8_t *)id, strlen(id), NULL, 0);
+	crypto_generichash(key, MASTER_REG_KEY_MAX, (const uint8_t *)id, strlen(id), NULL, 0);
 }
 
 /* ---- the reply ---- */
@@ -82,8 +82,8 @@ void master_netpunch_reply(struct httpd_req *req, unsigned status, const char *j
 	httpd_reply(req, status, "application/json; charset=utf-8", json, len);
 }
 
-static void reply_error(struct master *m, struct httpd_req *req, const char *endpoint,
-			unsigned status, const char *msg)
+void master_netpunch_error(struct master *m, struct httpd_req *req, const char *endpoint,
+			   unsigned status, const char *msg)
 {
 	struct strbuf b;
 	struct pyjson j;
@@ -138,7 +138,7 @@ static struct json_object *read_body(struct httpd_req *req)
 	body = httpd_body(req, &len);
 	if (len == 0 || len > BODY_MAX)
 		return NULL;
-	if (py_json_loads(body, len, &o, err, sizeof(err)) < 0)
+	if (master_py_json_loads(body, len, &o, err, sizeof(err)) < 0)
 		return NULL;
 	return o;
 }
@@ -150,44 +150,44 @@ static void announce(struct master *m, struct httpd_req *req, struct json_object
 {
 	char code[sizeof(((struct lobby *)0)->code)], type[TYPE_CHARS * 4 + 1];
 	char game[GAME_CHARS * 4 + 1];
-	uint8_t key[REG_KEY_MAX];
+	uint8_t key[MASTER_REG_KEY_MAX];
 	const char *kind;
 	struct lobby *e;
 	bool created;
 
-	py_field_str(d, "code", CODE_CHARS, code, sizeof(code));
+	master_py_field_str(d, "code", CODE_CHARS, code, sizeof(code));
 	if (code[0] == '\0') {
-		reply_error(m, req, "announce", 400, "code required");
+		master_netpunch_error(m, req, "announce", 400, "code required");
 		return;
 	}
-	py_field_str(d, "type", TYPE_CHARS, type, sizeof(type));
+	master_py_field_str(d, "type", TYPE_CHARS, type, sizeof(type));
 	kind = type_known(type);
 	if (kind == NULL) {
 		/* Lobbies from before the type field: the relay is known by the
 		 * game string its service passes, anything else is a player. */
-		py_field_str(d, "game", GAME_CHARS, game, sizeof(game));
+		master_py_field_str(d, "game", GAME_CHARS, game, sizeof(game));
 		kind = strcmp(game, "dedicated relay") == 0 ? "relay" : "host";
 	}
 	lobby_key(sid, key);
-	e = registry_put(m->reg, REG_LOBBY, key, &created);
+	e = master_registry_put(m->reg, MASTER_REG_LOBBY, key, &created);
 	if (e == NULL) {
-		reply_error(m, req, "announce", 503, "full");
+		master_netpunch_error(m, req, "announce", 503, "full");
 		return;
 	}
 	/* A re-announce replaces the whole row. */
 	memset((char *)e + sizeof(e->h), 0, sizeof(*e) - sizeof(e->h));
 	snprintf(e->id, sizeof(e->id), "%s", sid);
-	py_field_str(d, "name", NAME_CHARS, e->name, sizeof(e->name));
+	master_py_field_str(d, "name", NAME_CHARS, e->name, sizeof(e->name));
 	if (e->name[0] == '\0')
 		snprintf(e->name, sizeof(e->name), "unnamed");
 	snprintf(e->code, sizeof(e->code), "%s", code);
-	e->players = py_field_int_or(d, "players", 0, 0, 0, 10000);
-	e->max = py_field_int_or(d, "max", 8, 8, 0, 10000);
+	e->players = master_py_field_int_or(d, "players", 0, 0, 0, 10000);
+	e->max = master_py_field_int_or(d, "max", 8, 8, 0, 10000);
 	snprintf(e->type, sizeof(e->type), "%s", kind);
-	py_field_str(d, "version", VERSION_CHARS, e->version, sizeof(e->version));
-	e->locked = py_truthy_field(d, "locked");
+	master_py_field_str(d, "version", VERSION_CHARS, e->version, sizeof(e->version));
+	e->locked = master_py_truthy_field(d, "locked");
 	e->from = *httpd_peer(req);
-	registry_refresh(m->reg, REG_LOBBY, e);
+	master_registry_refresh(m->reg, MASTER_REG_LOBBY, e);
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
 
@@ -199,13 +199,13 @@ static void announce(struct master *m, struct httpd_req *req, struct json_object
 
 static void leave(struct master *m, struct httpd_req *req, const char *sid)
 {
-	uint8_t key[REG_KEY_MAX];
+	uint8_t key[MASTER_REG_KEY_MAX];
 	struct lobby *e;
 
 	lobby_key(sid, key);
-	e = registry_get(m->reg, REG_LOBBY, key);
+	e = master_registry_get(m->reg, MASTER_REG_LOBBY, key);
 	if (e != NULL)
-		registry_del(m->reg, REG_LOBBY, e);
+		master_registry_del(m->reg, MASTER_REG_LOBBY, e);
 	reply_ok(m, req, "leave", -1);
 }
 
@@ -219,7 +219,7 @@ static void list(struct master *m, struct httpd_req *req)
 	struct pyjson j;
 	const struct lobby *e = NULL;
 
-	registry_expire(m->reg);
+	master_registry_expire(m->reg);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	strbuf_init(&b, (size_t)8 << 20);
@@ -227,7 +227,7 @@ static void list(struct master *m, struct httpd_req *req)
 	pyjson_obj_begin(&j);
 	pyjson_key(&j, "servers");
 	pyjson_arr_begin(&j);
-	while ((e = registry_next(m->reg, REG_LOBBY, e)) != NULL) {
+	while ((e = master_registry_next(m->reg, MASTER_REG_LOBBY, e)) != NULL) {
 		long long age = now_ms - e->h.seen_wall_ms;
 
 		pyjson_obj_begin(&j);
@@ -258,7 +258,7 @@ static void list(struct master *m, struct httpd_req *req)
 	pyjson_int(&j, m->cfg.lobby_ttl_ms / 1000);
 	pyjson_obj_end(&j);
 	if (b.bad) {
-		reply_error(m, req, "list", 500, "list too large");
+		master_netpunch_error(m, req, "list", 500, "list too large");
 	} else {
 		master_netpunch_reply(req, 200, b.p, b.len);
 		master_http_count(m, "list", 200);
@@ -290,13 +290,13 @@ void master_netpunch_handle(struct master *m, struct httpd_req *req)
 		} else if (ends_with(path, len, "/pipe")) {
 			/* No TCP pipe here (a later capability): the reference's
 			 * answer when it runs without --pipe-port. */
-			reply_error(m, req, "pipe", 404, "no pipe");
+			master_netpunch_error(m, req, "pipe", 404, "no pipe");
 		} else if (ends_with(path, len, "/knock")) {
 			master_knock_get(m, req);
 		} else if (ends_with(path, len, "/list") || len == 0) {
 			list(m, req);
 		} else {
-			reply_error(m, req, "not_found", 404, "not found");
+			master_netpunch_error(m, req, "not_found", 404, "not found");
 		}
 		return;
 	}
@@ -310,25 +310,25 @@ void master_netpunch_handle(struct master *m, struct httpd_req *req)
 			return;
 		}
 		if (d == NULL || !json_object_is_type(d, json_type_object) ||
-		    (py_field_str(d, "id", ID_CHARS, sid, sizeof(sid)), sid[0] == '\0')) {
-			reply_error(m, req, "bad_request", 400, "bad request");
+		    (master_py_field_str(d, "id", ID_CHARS, sid, sizeof(sid)), sid[0] == '\0')) {
+			master_netpunch_error(m, req, "bad_request", 400, "bad request");
 		} else if (ends_with(path, len, "/announce")) {
 			announce(m, req, d, sid);
 		} else if (ends_with(path, len, "/leave")) {
 			leave(m, req, sid);
 		} else {
-			reply_error(m, req, "not_found", 404, "not found");
+			master_netpunch_error(m, req, "not_found", 404, "not found");
 		}
 		json_object_put(d);
 		return;
 	}
 	/* BaseHTTPRequestHandler has no handler for other methods: 501. */
-	reply_error(m, req, "unsupported", 501, "unsupported method");
+	master_netpunch_error(m, req, "unsupported", 501, "unsupported method");
 }
 
 /* ---- the registry kind ---- */
 
-static void key_of(const void *val, uint8_t key[REG_KEY_MAX])
+static void key_of(const void *val, uint8_t key[MASTER_REG_KEY_MAX])
 {
 	lobby_key(((const struct lobby *)val)->id, key);
 }
@@ -360,7 +360,7 @@ static int load_str(struct json_object *o, const char *k, size_t maxchars, char 
 		return -EBADMSG;
 	}
 	s = json_object_get_string(f);
-	if (py_utf8_chars(s) > maxchars || strlen(s) >= size || (need && s[0] == '\0')) {
+	if (master_py_utf8_chars(s) > maxchars || strlen(s) >= size || (need && s[0] == '\0')) {
 		snprintf(err, errsize, "%s: empty or longer than %zu characters", k, maxchars);
 		return -EBADMSG;
 	}
@@ -421,10 +421,10 @@ static int load(struct json_object *o, void *val, char *err, size_t errsize)
 
 int master_netpunch_init(struct master *m)
 {
-	struct reg_kind_ops ops = {
+	struct master_reg_kind_ops ops = {
 		.name = "lobbies",
 		.val_size = sizeof(struct lobby),
-		.key_len = REG_KEY_MAX,
+		.key_len = MASTER_REG_KEY_MAX,
 		.capacity = MAX_ENTRIES,
 		.ttl_ms = m->cfg.lobby_ttl_ms,
 		.key_of = key_of,
@@ -432,5 +432,5 @@ int master_netpunch_init(struct master *m)
 		.load = load,
 	};
 
-	return registry_add_kind(m->reg, REG_LOBBY, &ops);
+	return master_registry_add_kind(m->reg, MASTER_REG_LOBBY, &ops);
 }

@@ -30,7 +30,8 @@
  *   - a lone surrogate escape (\ud800 not followed by a low one) is kept as
  *     its 3-byte form (ED A0..BF xx), as Python's str keeps it;
  *   - an integer beyond int64 is a double carrying its digits as userdata
- *     (py_str prints them; int() of it saturates, which the clamps absorb).
+ *     (master_py_str prints them; int() of it saturates, which the clamps
+ *     absorb).
  * json-c's own parser would give \ufffd, cut at the NUL and saturate.
  */
 struct scan {
@@ -424,7 +425,8 @@ static bool utf8_strict(const unsigned char *p, size_t n, size_t *bad)
 	return true;
 }
 
-int py_json_loads(const char *text, size_t len, struct json_object **out, char *err, size_t errsize)
+int master_py_json_loads(const char *text, size_t len, struct json_object **out, char *err,
+			 size_t errsize)
 {
 	struct scan s = {(const unsigned char *)text, len, 0, NULL, {0}};
 	size_t bad;
@@ -620,12 +622,12 @@ static void py_repr(struct json_object *v, struct strbuf *out)
 		break;
 	}
 	default:
-		py_str(v, out);
+		master_py_str(v, out);
 		break;
 	}
 }
 
-void py_str(struct json_object *v, struct strbuf *out)
+void master_py_str(struct json_object *v, struct strbuf *out)
 {
 	char buf[32];
 
@@ -645,7 +647,8 @@ void py_str(struct json_object *v, struct strbuf *out)
 		put(out, buf);
 		break;
 	case json_type_double:
-		/* An integer beyond int64 carries its digits (py_json_loads). */
+		/* An integer beyond int64 carries its digits
+		 * (master_py_json_loads). */
 		if (json_object_get_userdata(v) != NULL)
 			put(out, json_object_get_userdata(v));
 		else
@@ -662,7 +665,7 @@ void py_str(struct json_object *v, struct strbuf *out)
 	}
 }
 
-size_t py_utf8_chars(const char *s)
+size_t master_py_utf8_chars(const char *s)
 {
 	size_t n = 0;
 
@@ -673,7 +676,7 @@ size_t py_utf8_chars(const char *s)
 	return n;
 }
 
-void py_cut(const char *s, size_t n, char *dst, size_t size)
+void master_py_cut(const char *s, size_t n, char *dst, size_t size)
 {
 	size_t i = 0, chars = 0;
 
@@ -692,7 +695,8 @@ void py_cut(const char *s, size_t n, char *dst, size_t size)
 	dst[i] = '\0';
 }
 
-void py_field_str(struct json_object *d, const char *key, size_t maxchars, char *dst, size_t size)
+void master_py_field_str(struct json_object *d, const char *key, size_t maxchars, char *dst,
+			 size_t size)
 {
 	struct json_object *v = NULL;
 	struct strbuf b;
@@ -701,15 +705,15 @@ void py_field_str(struct json_object *d, const char *key, size_t maxchars, char 
 	if (!json_object_object_get_ex(d, key, &v) || v == NULL)
 		return;
 	strbuf_init(&b, (maxchars + 1) * 64 + 4096);
-	py_str(v, &b);
+	master_py_str(v, &b);
 	if (b.p != NULL)
-		py_cut(b.p, maxchars, dst, size);
+		master_py_cut(b.p, maxchars, dst, size);
 	strbuf_release(&b);
 }
 
 /* ---- truthiness and numbers ---- */
 
-bool py_truthy(struct json_object *v)
+bool master_py_truthy(struct json_object *v)
 {
 	if (v == NULL)
 		return false;
@@ -732,11 +736,11 @@ bool py_truthy(struct json_object *v)
 	return false;
 }
 
-bool py_truthy_field(struct json_object *d, const char *key)
+bool master_py_truthy_field(struct json_object *d, const char *key)
 {
 	struct json_object *v = NULL;
 
-	return json_object_object_get_ex(d, key, &v) && py_truthy(v);
+	return json_object_object_get_ex(d, key, &v) && master_py_truthy(v);
 }
 
 static bool py_space(char c)
@@ -771,79 +775,86 @@ static bool strip_number(const char *s, char *out, size_t size)
 	return o > 0;
 }
 
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/*
+ * int() of ASCII text in base 10: spaces around, one sign, digits with
+ * single underscores between two of them, at any length ("0" * 300 + "1"
+ * is 1); past int64 the value saturates to +-LLONG_MAX.
+ */
 static bool int_ascii(const char *s, long long *out)
 {
-	char buf[128];
-	const char *p = buf;
-	bool neg = false;
+	size_t b = 0, e = strlen(s);
 	unsigned long long v = 0;
-	bool over = false;
+	bool neg = false, over = false;
 
-	if (!strip_number(s, buf, sizeof(buf))) {
-		/* Very long digit strings: still a number, saturated. */
-		if (strlen(s) < sizeof(buf) - 1)
-			return false;
-		over = true;
-	}
-	if (over) {
-		const char *q = s;
-
-		while (py_space(*q))
-			q++;
-		neg = *q == '-';
-		if (*q == '+' || *q == '-')
-			q++;
-		for (; *q != '\0' && !py_space(*q); q++) {
-			if (!((*q >= '0' && *q <= '9') || *q == '_'))
-				return false;
-		}
-		*out = neg ? LLONG_MIN + 1 : LLONG_MAX;
-		return true;
-	}
-	if (*p == '+' || *p == '-')
-		neg = *p++ == '-';
-	if (*p == '\0')
+	while (e > 0 && py_space(s[e - 1]))
+		e--;
+	while (b < e && py_space(s[b]))
+		b++;
+	if (b < e && (s[b] == '+' || s[b] == '-'))
+		neg = s[b++] == '-';
+	if (b == e)
 		return false;
-	for (; *p != '\0'; p++) {
-		if (*p < '0' || *p > '9')
+	for (size_t i = b; i < e; i++) {
+		unsigned d;
+
+		if (s[i] == '_') {
+			if (i == b || i + 1 == e || !is_digit(s[i - 1]) || !is_digit(s[i + 1]))
+				return false;
+			continue;
+		}
+		if (!is_digit(s[i]))
 			return false;
-		if (v > (unsigned long long)LLONG_MAX / 10)
+		d = (unsigned)(s[i] - '0');
+		if (over || v > ((unsigned long long)LLONG_MAX - d) / 10)
 			over = true;
 		else
-			v = v * 10 + (unsigned long long)(*p - '0');
+			v = v * 10 + d;
 	}
-	if (over || v > (unsigned long long)LLONG_MAX)
+	if (over)
 		*out = neg ? LLONG_MIN + 1 : LLONG_MAX;
 	else
 		*out = neg ? -(long long)v : (long long)v;
 	return true;
 }
 
+/* float() of ASCII text, at any length ("9" * 700 is inf). */
 static bool float_ascii(const char *s, double *out)
 {
-	char buf[512], *end;
+	size_t size = strlen(s) + 1;
+	char *buf = malloc(size), *end;
 	const char *p;
+	bool ok = false;
 
-	if (!strip_number(s, buf, sizeof(buf)))
-		return false;
+	if (buf == NULL || !strip_number(s, buf, size))
+		goto out;
 	p = buf + (buf[0] == '+' || buf[0] == '-');
 	if (strcasecmp(p, "inf") == 0 || strcasecmp(p, "infinity") == 0) {
 		*out = buf[0] == '-' ? -INFINITY : INFINITY;
-		return true;
+		ok = true;
+		goto out;
 	}
 	if (strcasecmp(p, "nan") == 0) {
 		*out = NAN;
-		return true;
+		ok = true;
+		goto out;
 	}
 	/* Decimal only: digits, one dot, an exponent (strtod would take hex). */
 	for (const char *q = p; *q != '\0'; q++) {
-		if (!((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
-		      *q == '+' || *q == '-'))
-			return false;
+		if (!(is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' ||
+		      *q == '-'))
+			goto out;
 	}
 	errno = 0;
 	*out = strtod(buf, &end);
-	return end != buf && *end == '\0';
+	ok = end != buf && *end == '\0';
+out:
+	free(buf);
+	return ok;
 }
 
 /*
@@ -900,7 +911,7 @@ static char *number_ascii(const char *s)
 	return a;
 }
 
-bool py_int_str(const char *s, long long *out)
+bool master_py_int_str(const char *s, long long *out)
 {
 	char *a = number_ascii(s);
 	bool ok = a != NULL && int_ascii(a, out);
@@ -909,7 +920,7 @@ bool py_int_str(const char *s, long long *out)
 	return ok;
 }
 
-bool py_float_str(const char *s, double *out)
+bool master_py_float_str(const char *s, double *out)
 {
 	char *a = number_ascii(s);
 	bool ok = a != NULL && float_ascii(a, out);
@@ -937,19 +948,20 @@ static bool py_int(struct json_object *v, long long *out)
 		*out = d >= 9.2e18 ? LLONG_MAX : d <= -9.2e18 ? LLONG_MIN + 1 : (long long)d;
 		return true;
 	case json_type_string:
-		return py_int_str(json_object_get_string(v), out);
+		return master_py_int_str(json_object_get_string(v), out);
 	default:
 		return false;
 	}
 }
 
-int py_field_int_or(struct json_object *d, const char *key, int alt, int dflt, int lo, int hi)
+int master_py_field_int_or(struct json_object *d, const char *key, int alt, int dflt, int lo,
+			   int hi)
 {
 	struct json_object *v = NULL;
 	long long x;
 
 	json_object_object_get_ex(d, key, &v);
-	if (!py_truthy(v))
+	if (!master_py_truthy(v))
 		x = alt;
 	else if (!py_int(v, &x))
 		return dflt;

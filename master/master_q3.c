@@ -13,8 +13,8 @@
  *                          server that answers)
  *   infoResponse           from the challenged address, echoing the
  *                          challenge, with protocol, sv_maxclients != 0 and
- *                          clients -> listed (REG_Q3) for --q3-ttl (15 min)
- *                          from now; only this refreshes a listing
+ *                          clients -> listed (MASTER_REG_Q3) for --q3-ttl
+ *                          (15 min) from now; only this refreshes a listing
  *   getservers(Ext)        throttled per client IP (dpmaster clients.c:
  *                          4 in a row, then one per 3 s) -> the matching
  *                          servers in datagrams of at most 1,400 bytes
@@ -71,9 +71,9 @@ enum sv_state { SV_EMPTY, SV_OCCUPIED, SV_FULL };
 
 struct q3_group;
 
-/* A listed server: the registry's REG_Q3 value. */
+/* A listed server: the registry's MASTER_REG_Q3 value. */
 struct q3_server {
-	struct reg_head head;
+	struct master_reg_head head;
 	struct addr_key key; /* 16-byte IP (v4 mapped) + port */
 	uint8_t state;       /* enum sv_state */
 	/* Listed through a known game's heartbeat: it may name the game of
@@ -175,7 +175,7 @@ struct master_q3 {
 	struct htab *clients; /* addr_ip -> struct client */
 	struct ev_timer pending_timer;
 	size_t nlinked;
-	bool deleting; /* our own registry_del: not an expiry */
+	bool deleting; /* our own master_registry_del: not an expiry */
 
 	uint64_t packets[T_N], sent[S_N], drops[D_N];
 	uint64_t send_errors, pending_evicted, delisted_flatline, delisted_expired, listed_new;
@@ -526,7 +526,7 @@ static void on_drop(void *arg, void *val)
 
 /* ---- registry kind: snapshot fields ---- */
 
-static void sv_key_of(const void *val, uint8_t key[REG_KEY_MAX])
+static void sv_key_of(const void *val, uint8_t key[MASTER_REG_KEY_MAX])
 {
 	const struct q3_server *s = val;
 
@@ -664,7 +664,7 @@ static void delist(struct master_q3 *q, struct q3_server *s, const char *reason)
 	log_info("q3-delisted server=%s game=%s reason=%s", key_str(&s->key, a, sizeof(a)),
 		 s->gamename, reason);
 	q->deleting = true;
-	registry_del(q->m->reg, REG_Q3, s);
+	master_registry_del(q->m->reg, MASTER_REG_Q3, s);
 	q->deleting = false;
 }
 
@@ -680,8 +680,8 @@ static void pending_expire(struct master_q3 *q)
 
 	while ((p = htab_oldest(q->pending)) != NULL && now >= p->deadline_ms) {
 		if (p->flatline && !p->answered) {
-			struct q3_server *s =
-				registry_get(q->m->reg, REG_Q3, htab_key(q->pending, p));
+			struct q3_server *s = master_registry_get(q->m->reg, MASTER_REG_Q3,
+								  htab_key(q->pending, p));
 
 			if (s != NULL) {
 				q->delisted_flatline++;
@@ -768,7 +768,7 @@ static void on_heartbeat(struct master_q3 *q, const struct addr *from, const uin
 	}
 	addr_to_key(from, &key);
 	pending_expire(q);
-	listed = registry_get(q->m->reg, REG_Q3, &key);
+	listed = master_registry_get(q->m->reg, MASTER_REG_Q3, &key);
 	p = htab_get(q->pending, &key);
 	if (flatline) {
 		/* Nothing to delist; and no getinfo to an address that is not
@@ -884,7 +884,7 @@ static void on_inforesponse(struct master_q3 *q, const struct addr *from, const 
 		}
 		gamename = ir.gamename;
 	}
-	s = registry_put(q->m->reg, REG_Q3, &key, &created);
+	s = master_registry_put(q->m->reg, MASTER_REG_Q3, &key, &created);
 	if (s == NULL) {
 		drop(q, D_LIST_FULL, from, msg);
 		return;
@@ -910,7 +910,7 @@ static void on_inforesponse(struct master_q3 *q, const struct addr *from, const 
 	s->state = ir.clients == 0 ? SV_EMPTY : ir.clients >= ir.maxclients ? SV_FULL : SV_OCCUPIED;
 	if (!s->linked)
 		link_server(q, s);
-	registry_refresh(q->m->reg, REG_Q3, s);
+	master_registry_refresh(q->m->reg, MASTER_REG_Q3, s);
 	p->answered = true;
 	p->flatline = false;
 	if (created) {
@@ -1111,7 +1111,7 @@ static void on_readable(struct ev_io *io, uint32_t events, void *arg)
 	(void)events;
 	/* Listings past their time go before anyone counts or lists them
 	 * (the registry's own sweep runs once a second). */
-	registry_expire(q->m->reg);
+	master_registry_expire(q->m->reg);
 	for (unsigned i = 0; i < BATCH; i++) {
 		q->msgs[i].msg_hdr.msg_namelen = sizeof(q->from[i].ss);
 		q->msgs[i].msg_hdr.msg_flags = 0;
@@ -1154,7 +1154,7 @@ static void grow_rcvbuf(int fd)
 
 int master_q3_new(struct master *m)
 {
-	struct reg_kind_ops ops = {
+	struct master_reg_kind_ops ops = {
 		.name = "q3",
 		.val_size = sizeof(struct q3_server),
 		.key_len = sizeof(struct addr_key),
@@ -1205,7 +1205,7 @@ int master_q3_new(struct master *m)
 	}
 	grow_rcvbuf(q->fd);
 	ops.arg = q;
-	r = registry_add_kind(m->reg, REG_Q3, &ops);
+	r = master_registry_add_kind(m->reg, MASTER_REG_Q3, &ops);
 	if (r < 0)
 		goto fail;
 	q->io = ev_io_add(m->loop, q->fd, EPOLLIN, on_readable, q);
@@ -1283,7 +1283,7 @@ void master_q3_metrics(const struct master_q3 *q, struct strbuf *out)
 		      "# HELP rally_master_q3_send_errors_total Q3 master sends that failed.\n"
 		      "# TYPE rally_master_q3_send_errors_total counter\n"
 		      "rally_master_q3_send_errors_total %llu\n",
-		      registry_count(q->m->reg, REG_Q3), htab_count(q->pending),
+		      master_registry_count(q->m->reg, MASTER_REG_Q3), htab_count(q->pending),
 		      (unsigned long long)q->listed_new, (unsigned long long)q->delisted_expired,
 		      (unsigned long long)q->delisted_flatline,
 		      (unsigned long long)q->pending_evicted, (unsigned long long)q->send_errors);

@@ -4,7 +4,7 @@
  * One bounded htab per kind (lobbies, Q3 servers, Fugitive servers), each in
  * refresh order, so expiry takes entries from the old end in O(1) and lists
  * come newest first. The owning module defines a kind's value struct and its
- * snapshot fields (struct reg_kind_ops); the registry keeps the tables,
+ * snapshot fields (struct master_reg_kind_ops); the registry keeps the tables,
  * expiry, and the snapshot file: written atomically, loaded all or nothing.
  */
 #include <errno.h>
@@ -25,11 +25,11 @@
 /* The largest snapshot we read back: every kind full, generously. */
 #define SNAPSHOT_MAX ((size_t)64 << 20)
 
-struct registry {
+struct master_registry {
 	struct ev_loop *loop;
-	struct reg_kind_ops ops[REG_NKINDS];
-	struct htab *t[REG_NKINDS];
-	uint64_t expired[REG_NKINDS];
+	struct master_reg_kind_ops ops[MASTER_REG_NKINDS];
+	struct htab *t[MASTER_REG_NKINDS];
+	uint64_t expired[MASTER_REG_NKINDS];
 	struct ev_timer tick, save_timer;
 	char save_path[PATH_MAX];
 	long long save_every_ms;
@@ -46,15 +46,15 @@ static long long wall_ms(void)
 
 static void on_tick(struct ev_timer *t, void *arg)
 {
-	struct registry *reg = arg;
+	struct master_registry *reg = arg;
 
-	registry_expire(reg);
+	master_registry_expire(reg);
 	ev_timer_start(reg->loop, t, 1000, on_tick, reg);
 }
 
-struct registry *registry_new(struct ev_loop *loop)
+struct master_registry *master_registry_new(struct ev_loop *loop)
 {
-	struct registry *reg = calloc(1, sizeof(*reg));
+	struct master_registry *reg = calloc(1, sizeof(*reg));
 
 	if (reg == NULL)
 		return NULL;
@@ -65,21 +65,22 @@ struct registry *registry_new(struct ev_loop *loop)
 	return reg;
 }
 
-void registry_free(struct registry *reg)
+void master_registry_free(struct master_registry *reg)
 {
 	if (reg == NULL)
 		return;
 	ev_timer_stop(reg->loop, &reg->tick);
 	ev_timer_stop(reg->loop, &reg->save_timer);
-	for (int k = 0; k < REG_NKINDS; k++)
+	for (int k = 0; k < MASTER_REG_NKINDS; k++)
 		htab_free(reg->t[k]);
 	free(reg);
 }
 
-int registry_add_kind(struct registry *reg, enum reg_kind kind, const struct reg_kind_ops *ops)
+int master_registry_add_kind(struct master_registry *reg, enum master_reg_kind kind,
+			     const struct master_reg_kind_ops *ops)
 {
-	if ((unsigned)kind >= REG_NKINDS || reg->t[kind] != NULL || ops->key_len > REG_KEY_MAX ||
-	    ops->val_size < sizeof(struct reg_head))
+	if ((unsigned)kind >= MASTER_REG_NKINDS || reg->t[kind] != NULL ||
+	    ops->key_len > MASTER_REG_KEY_MAX || ops->val_size < sizeof(struct master_reg_head))
 		return -EINVAL;
 	reg->t[kind] = htab_new(ops->capacity, ops->key_len, ops->val_size);
 	if (reg->t[kind] == NULL)
@@ -88,16 +89,16 @@ int registry_add_kind(struct registry *reg, enum reg_kind kind, const struct reg
 	return 0;
 }
 
-static void drop(struct registry *reg, enum reg_kind kind, void *val)
+static void drop(struct master_registry *reg, enum master_reg_kind kind, void *val)
 {
 	if (reg->ops[kind].on_drop != NULL)
 		reg->ops[kind].on_drop(reg->ops[kind].arg, val);
 	htab_remove(reg->t[kind], val);
 }
 
-static void expire_kind(struct registry *reg, enum reg_kind kind, long long now)
+static void expire_kind(struct master_registry *reg, enum master_reg_kind kind, long long now)
 {
-	struct reg_head *h;
+	struct master_reg_head *h;
 
 	if (reg->t[kind] == NULL || reg->ops[kind].ttl_ms <= 0)
 		return;
@@ -109,17 +110,17 @@ static void expire_kind(struct registry *reg, enum reg_kind kind, long long now)
 	}
 }
 
-void registry_expire(struct registry *reg)
+void master_registry_expire(struct master_registry *reg)
 {
 	long long now = ev_now_update(reg->loop);
 
-	for (int k = 0; k < REG_NKINDS; k++)
-		expire_kind(reg, (enum reg_kind)k, now);
+	for (int k = 0; k < MASTER_REG_NKINDS; k++)
+		expire_kind(reg, (enum master_reg_kind)k, now);
 }
 
-void *registry_get(struct registry *reg, enum reg_kind kind, const void *key)
+void *master_registry_get(struct master_registry *reg, enum master_reg_kind kind, const void *key)
 {
-	struct reg_head *h;
+	struct master_reg_head *h;
 
 	if (reg->t[kind] == NULL)
 		return NULL;
@@ -134,21 +135,22 @@ void *registry_get(struct registry *reg, enum reg_kind kind, const void *key)
 	return h;
 }
 
-static void stamp(struct reg_head *h, long long now, long long wall)
+static void stamp(struct master_reg_head *h, long long now, long long wall)
 {
 	h->seen_ms = now;
 	h->seen_wall_ms = wall;
 }
 
-void *registry_put(struct registry *reg, enum reg_kind kind, const void *key, bool *created)
+void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind, const void *key,
+			  bool *created)
 {
-	struct reg_head *h;
+	struct master_reg_head *h;
 
 	if (reg->t[kind] == NULL) {
 		errno = EINVAL;
 		return NULL;
 	}
-	h = registry_get(reg, kind, key);
+	h = master_registry_get(reg, kind, key);
 	if (h != NULL) {
 		*created = false;
 		return h;
@@ -164,37 +166,37 @@ void *registry_put(struct registry *reg, enum reg_kind kind, const void *key, bo
 	return h;
 }
 
-void registry_refresh(struct registry *reg, enum reg_kind kind, void *val)
+void master_registry_refresh(struct master_registry *reg, enum master_reg_kind kind, void *val)
 {
 	stamp(val, ev_now(reg->loop), wall_ms());
 	htab_touch(reg->t[kind], val);
 }
 
-void registry_del(struct registry *reg, enum reg_kind kind, void *val)
+void master_registry_del(struct master_registry *reg, enum master_reg_kind kind, void *val)
 {
 	drop(reg, kind, val);
 }
 
-void *registry_next(struct registry *reg, enum reg_kind kind, const void *prev)
+void *master_registry_next(struct master_registry *reg, enum master_reg_kind kind, const void *prev)
 {
 	if (reg->t[kind] == NULL)
 		return NULL;
 	return prev == NULL ? htab_newest(reg->t[kind]) : htab_older(reg->t[kind], prev);
 }
 
-size_t registry_count(const struct registry *reg, enum reg_kind kind)
+size_t master_registry_count(const struct master_registry *reg, enum master_reg_kind kind)
 {
 	return reg->t[kind] != NULL ? htab_count(reg->t[kind]) : 0;
 }
 
-size_t registry_capacity(const struct registry *reg, enum reg_kind kind)
+size_t master_registry_capacity(const struct master_registry *reg, enum master_reg_kind kind)
 {
 	return reg->t[kind] != NULL ? htab_capacity(reg->t[kind]) : 0;
 }
 
 /* ---- snapshots ---- */
 
-int registry_save(struct registry *reg, const char *path)
+int master_registry_save(struct master_registry *reg, const char *path)
 {
 	struct json_object *root = json_object_new_object(), *kinds = json_object_new_object();
 	const char *text;
@@ -204,14 +206,14 @@ int registry_save(struct registry *reg, const char *path)
 	json_object_object_add(root, "version", json_object_new_int(1));
 	json_object_object_add(root, "saved_ms", json_object_new_int64(wall_ms()));
 	json_object_object_add(root, "kinds", kinds);
-	for (int k = 0; k < REG_NKINDS; k++) {
+	for (int k = 0; k < MASTER_REG_NKINDS; k++) {
 		struct json_object *arr;
 
 		if (reg->t[k] == NULL)
 			continue;
 		arr = json_object_new_array();
 		/* Oldest first, so a restore inserts in the same order. */
-		for (struct reg_head *h = htab_oldest(reg->t[k]); h != NULL;
+		for (struct master_reg_head *h = htab_oldest(reg->t[k]); h != NULL;
 		     h = htab_newer(reg->t[k], h)) {
 			struct json_object *o = json_object_new_object();
 
@@ -234,8 +236,8 @@ int registry_save(struct registry *reg, const char *path)
 }
 
 struct pending {
-	enum reg_kind kind;
-	uint8_t key[REG_KEY_MAX];
+	enum master_reg_kind kind;
+	uint8_t key[MASTER_REG_KEY_MAX];
 	void *val;
 };
 
@@ -243,8 +245,8 @@ struct pending {
  * Parses and validates the whole document into pending entries first; the
  * tables are touched only when all of it is good.
  */
-static int parse_snapshot(struct registry *reg, const char *text, size_t len, struct pending **out,
-			  size_t *nout, char *err, size_t errsize)
+static int parse_snapshot(struct master_registry *reg, const char *text, size_t len,
+			  struct pending **out, size_t *nout, char *err, size_t errsize)
 {
 	struct json_object *root, *kinds, *f;
 	long long now = ev_now(reg->loop), wall = wall_ms();
@@ -267,7 +269,7 @@ static int parse_snapshot(struct registry *reg, const char *text, size_t len, st
 		snprintf(err, errsize, "kinds: missing or not an object");
 		goto out;
 	}
-	for (int k = 0; k < REG_NKINDS; k++) {
+	for (int k = 0; k < MASTER_REG_NKINDS; k++) {
 		struct json_object *arr;
 		size_t count;
 
@@ -286,7 +288,7 @@ static int parse_snapshot(struct registry *reg, const char *text, size_t len, st
 		for (size_t i = 0; i < count; i++) {
 			struct json_object *o = json_object_array_get_idx(arr, i), *s;
 			char e2[160];
-			struct reg_head *h;
+			struct master_reg_head *h;
 			long long seen;
 
 			if (!json_object_is_type(o, json_type_object) ||
@@ -308,7 +310,7 @@ static int parse_snapshot(struct registry *reg, const char *text, size_t len, st
 				p = np;
 				cap = nc;
 			}
-			p[n].kind = (enum reg_kind)k;
+			p[n].kind = (enum master_reg_kind)k;
 			p[n].val = calloc(1, reg->ops[k].val_size);
 			if (p[n].val == NULL) {
 				snprintf(err, errsize, "out of memory");
@@ -336,7 +338,7 @@ out:
 	return ret;
 }
 
-int registry_load(struct registry *reg, const char *path)
+int master_registry_load(struct master_registry *reg, const char *path)
 {
 	char *text = NULL, err[256], moved[PATH_MAX + 32];
 	struct pending *p = NULL;
@@ -365,8 +367,8 @@ int registry_load(struct registry *reg, const char *path)
 		return -EBADMSG;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct reg_kind_ops *ops = &reg->ops[p[i].kind];
-		struct reg_head *src = p[i].val, *dst;
+		const struct master_reg_kind_ops *ops = &reg->ops[p[i].kind];
+		struct master_reg_head *src = p[i].val, *dst;
 
 		if (ops->ttl_ms > 0 && ev_now(reg->loop) - src->seen_ms > ops->ttl_ms) {
 			free(p[i].val);
@@ -391,8 +393,8 @@ int registry_load(struct registry *reg, const char *path)
 
 static void on_save(struct ev_timer *t, void *arg)
 {
-	struct registry *reg = arg;
-	int r = registry_save(reg, reg->save_path);
+	struct master_registry *reg = arg;
+	int r = master_registry_save(reg, reg->save_path);
 
 	if (r < 0 && (reg->save_errors == 1 || reg->save_errors % 60 == 0)) {
 		errno = -r;
@@ -402,25 +404,25 @@ static void on_save(struct ev_timer *t, void *arg)
 	ev_timer_start(reg->loop, t, reg->save_every_ms, on_save, reg);
 }
 
-void registry_autosave(struct registry *reg, const char *path, long long every_ms)
+void master_registry_autosave(struct master_registry *reg, const char *path, long long every_ms)
 {
 	snprintf(reg->save_path, sizeof(reg->save_path), "%s", path);
 	reg->save_every_ms = every_ms;
 	ev_timer_start(reg->loop, &reg->save_timer, every_ms, on_save, reg);
 }
 
-void registry_metrics(const struct registry *reg, struct strbuf *out)
+void master_registry_metrics(const struct master_registry *reg, struct strbuf *out)
 {
 	strbuf_printf(out, "# HELP rally_master_entries Registry entries by kind.\n"
 			   "# TYPE rally_master_entries gauge\n");
-	for (int k = 0; k < REG_NKINDS; k++) {
+	for (int k = 0; k < MASTER_REG_NKINDS; k++) {
 		if (reg->t[k] != NULL)
 			strbuf_printf(out, "rally_master_entries{kind=\"%s\"} %zu\n",
 				      reg->ops[k].name, htab_count(reg->t[k]));
 	}
 	strbuf_printf(out, "# HELP rally_master_entries_expired_total Entries dropped by age.\n"
 			   "# TYPE rally_master_entries_expired_total counter\n");
-	for (int k = 0; k < REG_NKINDS; k++) {
+	for (int k = 0; k < MASTER_REG_NKINDS; k++) {
 		if (reg->t[k] != NULL)
 			strbuf_printf(out, "rally_master_entries_expired_total{kind=\"%s\"} %llu\n",
 				      reg->ops[k].name, (unsigned long long)reg->expired[k]);

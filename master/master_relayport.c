@@ -4,9 +4,10 @@
  *
  * A relayed knock gets one port of --relay-ports per (tag, nonce), with a
  * 16-byte random id. Each end binds by sending "TRLB" | id | 'H' or 'J'
- * (exactly 21 bytes) from its game socket and is answered "TRLA" | id; from
- * then on every other datagram from one learned address goes verbatim to
- * the other. Wrong ids, other roles and strangers are dropped. A port closes
+ * (exactly 21 bytes) from its game socket and is answered "TRLA" | id
+ * (common/frame: np1_trlb_parse, np1_trla_build); from then on every other
+ * datagram from one learned address goes verbatim to the other. Wrong ids,
+ * other roles and strangers are dropped. A port closes
  * after --relay-idle without any datagram (the reference counts every
  * datagram as activity) and --relay-life after it opened.
  */
@@ -19,13 +20,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "frame.h"
 #include "htab.h"
 #include "log.h"
 #include "master.h"
 #include "strbuf.h"
 
-#define ID_LEN   (16)
-#define BIND_LEN (21)
 #define BATCH    (64)
 #define KEY_LEN  (32) /* BLAKE2b of "tag|nonce" */
 #define SWEEP_MS (500)
@@ -35,7 +35,7 @@ struct alloc {
 	uint16_t port;
 	int fd;
 	struct ev_io *io;
-	uint8_t id[ID_LEN];
+	uint8_t id[NP1_RELAY_ID_LEN];
 	uint8_t key[KEY_LEN];
 	char tag8[9];
 	struct addr host, joiner;
@@ -86,18 +86,23 @@ static void on_datagram(struct alloc *a, const uint8_t *d, size_t len, const str
 {
 	struct master_relayport *r = a->r;
 	const struct addr *dst;
+	uint8_t id[NP1_RELAY_ID_LEN], role;
+	int b;
 
 	/* The reference counts any datagram, even a stranger's, as activity. */
 	a->last_ms = ev_now(r->m->loop);
-	if (len == BIND_LEN && memcmp(d, "TRLB", 4) == 0) {
-		uint8_t ack[4 + ID_LEN];
+	/* Any 21-byte "TRLB..." is a bind (-EPROTO: of another role), never
+	 * relayed; only -EBADMSG, not a bind at all, goes on to forwarding. */
+	b = np1_trlb_parse(d, len, id, &role);
+	if (b != -EBADMSG) {
+		uint8_t ack[NP1_TRLA_LEN];
 		char fa[ADDR_STRLEN];
 
-		if (sodium_memcmp(d + 4, a->id, ID_LEN) != 0 || (d[20] != 'H' && d[20] != 'J')) {
+		if (b < 0 || sodium_memcmp(id, a->id, NP1_RELAY_ID_LEN) != 0) {
 			r->bad_binds++;
 			return;
 		}
-		if (d[20] == 'H') {
+		if (role == NP1_ROLE_HOST) {
 			if (!a->has_host || !addr_equal(&a->host, from))
 				log_info("relay-bind port=%u role=host from=%s", a->port,
 					 addr_str(from, fa, sizeof(fa)));
@@ -111,10 +116,9 @@ static void on_datagram(struct alloc *a, const uint8_t *d, size_t len, const str
 			a->has_joiner = true;
 		}
 		r->binds++;
-		memcpy(ack, "TRLA", 4);
-		memcpy(ack + 4, a->id, ID_LEN);
-		(void)!sendto(a->fd, ack, sizeof(ack), 0, (const struct sockaddr *)&from->ss,
-			      from->len);
+		if (np1_trla_build(ack, sizeof(ack), a->id) == NP1_TRLA_LEN)
+			(void)!sendto(a->fd, ack, sizeof(ack), 0,
+				      (const struct sockaddr *)&from->ss, from->len);
 		return;
 	}
 	if (a->has_joiner && addr_equal(from, &a->joiner))
@@ -145,9 +149,7 @@ static void on_io(struct ev_io *io, uint32_t events, void *arg)
 		struct addr from;
 		ssize_t n;
 
-		from.len = sizeof(from.ss);
-		n = recvfrom(ev_io_fd(io), r->buf, sizeof(r->buf), MSG_DONTWAIT | MSG_TRUNC,
-			     (struct sockaddr *)&from.ss, &from.len);
+		n = addr_udp_recv(ev_io_fd(io), r->buf, sizeof(r->buf), &from);
 		if (n < 0)
 			return;
 		if ((size_t)n > sizeof(r->buf))
@@ -178,7 +180,7 @@ static void on_sweep(struct ev_timer *t, void *arg)
 }
 
 int master_relayport_alloc(struct master_relayport *r, const char *tag, const char *nonce,
-			   struct relay_alloc_info *out)
+			   struct master_relayport_info *out)
 {
 	uint8_t key[KEY_LEN];
 	uint32_t *slot;
@@ -218,7 +220,7 @@ int master_relayport_alloc(struct master_relayport *r, const char *tag, const ch
 		a->r = r;
 		a->fd = fd;
 		a->port = (uint16_t)(r->m->cfg.relay_lo + i);
-		randombytes_buf(a->id, ID_LEN);
+		randombytes_buf(a->id, NP1_RELAY_ID_LEN);
 		memcpy(a->key, key, KEY_LEN);
 		snprintf(a->tag8, sizeof(a->tag8), "%.8s", tag);
 		a->has_host = a->has_joiner = false;
@@ -234,7 +236,7 @@ int master_relayport_alloc(struct master_relayport *r, const char *tag, const ch
 	return -ENOSPC;
 found:
 	out->port = a->port;
-	sodium_bin2hex(out->id_hex, sizeof(out->id_hex), a->id, ID_LEN);
+	sodium_bin2hex(out->id_hex, sizeof(out->id_hex), a->id, NP1_RELAY_ID_LEN);
 	return 0;
 }
 

@@ -17,20 +17,20 @@
 	"{\"name\":\"a server\",\"game_version\":3,\"current_players\":2,\"max_players\":8,"       \
 	"\"is_joinable\":true}"
 
-static int parse(const char *s, struct fugitive_body *b)
+static int parse(const char *s, struct master_fugitive_body *b)
 {
-	return fugitive_parse_body(s, strlen(s), b);
+	return master_fugitive_parse_body(s, strlen(s), b);
 }
 
-static int id(const char *s, struct fugitive_id *out)
+static int id(const char *s, struct master_fugitive_id *out)
 {
-	return fugitive_parse_id(s, strlen(s), out);
+	return master_fugitive_parse_id(s, strlen(s), out);
 }
 
 /* The body parses, and the trimmed name is want. */
 static void check_name(const char *body, const char *want)
 {
-	struct fugitive_body b;
+	struct master_fugitive_body b;
 	int r = parse(body, &b);
 
 	CHECK_EQ_INT(r, 0);
@@ -44,16 +44,16 @@ static void check_name(const char *body, const char *want)
 
 static void test_id(void)
 {
-	struct fugitive_id i;
+	struct master_fugitive_id i;
 
 	/* srvrepo_test.go TestParseServerAddress. */
 	CHECK_EQ_INT(id("203.0.113.4:45677", &i), 0);
-	CHECK(i.has_ip && fugitive_ip_is_v4(&i.ip) && i.port == 45677);
+	CHECK(i.has_ip && master_fugitive_ip_is_v4(&i.ip) && i.port == 45677);
 	CHECK(i.ip.b[12] == 203 && i.ip.b[13] == 0 && i.ip.b[14] == 113 && i.ip.b[15] == 4);
 	CHECK_EQ_INT(id("127.0.0.1:8080", &i), 0);
-	CHECK(i.has_ip && fugitive_ip_is_v4(&i.ip) && i.port == 8080);
+	CHECK(i.has_ip && master_fugitive_ip_is_v4(&i.ip) && i.port == 8080);
 	CHECK_EQ_INT(id("[::1]:8080", &i), 0);
-	CHECK(i.has_ip && !fugitive_ip_is_v4(&i.ip) && i.ip.b[15] == 1 && i.port == 8080);
+	CHECK(i.has_ip && !master_fugitive_ip_is_v4(&i.ip) && i.ip.b[15] == 1 && i.port == 8080);
 	CHECK_EQ_INT(id("203.0.113.4", &i), -EINVAL);
 	CHECK_EQ_INT(id("203.0.113.4:http", &i), -EINVAL);
 	CHECK_EQ_INT(id("", &i), -EINVAL);
@@ -90,16 +90,16 @@ static void test_id(void)
 	CHECK(id("01.2.3.4:80", &i) == 0 && !i.has_ip);  /* leading zero */
 	CHECK(id("1.2.3.256:80", &i) == 0 && !i.has_ip); /* out of range */
 	CHECK(id("[fe80::1%eth0]:80", &i) == 0 && !i.has_ip);
-	CHECK(id("[1.2.3.4]:80", &i) == 0 && i.has_ip && fugitive_ip_is_v4(&i.ip));
-	CHECK(id("[::ffff:1.2.3.4]:80", &i) == 0 && i.has_ip && fugitive_ip_is_v4(&i.ip) &&
+	CHECK(id("[1.2.3.4]:80", &i) == 0 && i.has_ip && master_fugitive_ip_is_v4(&i.ip));
+	CHECK(id("[::ffff:1.2.3.4]:80", &i) == 0 && i.has_ip && master_fugitive_ip_is_v4(&i.ip) &&
 	      i.ip.b[12] == 1 && i.ip.b[15] == 4);
-	CHECK(id("[::1.2.3.4]:80", &i) == 0 && i.has_ip && !fugitive_ip_is_v4(&i.ip));
-	CHECK(fugitive_parse_id("1.2.3.4\0:80", 10, &i) == 0 && !i.has_ip);
+	CHECK(id("[::1.2.3.4]:80", &i) == 0 && i.has_ip && !master_fugitive_ip_is_v4(&i.ip));
+	CHECK(master_fugitive_parse_id("1.2.3.4\0:80", 10, &i) == 0 && !i.has_ip);
 }
 
 static void test_body_fields(void)
 {
-	struct fugitive_body b;
+	struct master_fugitive_body b;
 
 	CHECK_EQ_INT(parse(VALID_BODY, &b), 0);
 	CHECK(b.name_len == 8 && memcmp(b.name, "a server", 8) == 0);
@@ -186,7 +186,7 @@ static void test_body_last_seen(void)
 		"21-01-19T12:34:56Z",        "2021-1-19T12:34:56Z",    "2021-01-19T1:34:56Z",
 		"2021-01-19T12:34:56+0100",  "+2021-01-19T12:34:56Z",  "",
 	};
-	struct fugitive_body b;
+	struct master_fugitive_body b;
 	char body[128];
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -259,7 +259,7 @@ static void test_body_syntax(void)
 		"false",
 		"[{\"name\":\"abc\"}]",
 	};
-	struct fugitive_body b;
+	struct master_fugitive_body b;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int r = parse(bad[i], &b);
@@ -268,8 +268,8 @@ static void test_body_syntax(void)
 			fprintf(stderr, "accepted #%zu: %s\n", i, bad[i]);
 		CHECK_EQ_INT(r, -EBADMSG);
 	}
-	CHECK_EQ_INT(fugitive_parse_body("{\"a\":1}\0", 8, &b), -EBADMSG);
-	CHECK_EQ_INT(fugitive_parse_body("{\"a\":\"\0\"}", 8, &b), -EBADMSG);
+	CHECK_EQ_INT(master_fugitive_parse_body("{\"a\":1}\0", 8, &b), -EBADMSG);
+	CHECK_EQ_INT(master_fugitive_parse_body("{\"a\":\"\0\"}", 8, &b), -EBADMSG);
 	/* null is no error (Unmarshal leaves the struct zero); {} neither. */
 	CHECK(parse("null", &b) == 0 && b.name_len == 0);
 	CHECK(parse(" \r\n\tnull \n", &b) == 0);
@@ -285,7 +285,7 @@ static void test_body_depth(void)
 	 * itself counts). */
 	size_t n = 10000;
 	char *s = malloc(2 * n + 32);
-	struct fugitive_body b;
+	struct master_fugitive_body b;
 	size_t len;
 
 	for (size_t arrays = n - 1; arrays <= n; arrays++) {
@@ -295,7 +295,8 @@ static void test_body_depth(void)
 		memset(s + len, ']', arrays);
 		len += arrays;
 		len += (size_t)sprintf(s + len, ",\"name\":\"abc\"}");
-		CHECK_EQ_INT(fugitive_parse_body(s, len, &b), arrays == n - 1 ? 0 : -EBADMSG);
+		CHECK_EQ_INT(master_fugitive_parse_body(s, len, &b),
+			     arrays == n - 1 ? 0 : -EBADMSG);
 	}
 	free(s);
 }
@@ -303,7 +304,7 @@ static void test_body_depth(void)
 static void test_body_names(void)
 {
 	char body[256], want[64];
-	struct fugitive_body b;
+	struct master_fugitive_body b;
 
 	/* srvrepo_test.go: trimmed, and 3-32 bytes after it. */
 	check_name("{\"name\":\"  a server  \"}", "a server");
@@ -369,48 +370,48 @@ static void test_body_names(void)
 
 static void test_validate(void)
 {
-	struct fugitive_body b;
-	struct fugitive_id i;
+	struct master_fugitive_body b;
+	struct master_fugitive_id i;
 	const char *ip_msg = "IP is not a valid IPv4 address";
 	const char *port_msg = "port is not within the valid port range of 1024-65535";
 	const char *name_msg = "name length must be within range of 3-32";
 
 	parse(VALID_BODY, &b);
 	id("203.0.113.4:45677", &i);
-	CHECK(fugitive_validate(&i, &b) == NULL);
+	CHECK(master_fugitive_validate(&i, &b) == NULL);
 	id("203.0.113.4:1024", &i);
-	CHECK(fugitive_validate(&i, &b) == NULL);
+	CHECK(master_fugitive_validate(&i, &b) == NULL);
 	id("203.0.113.4:65535", &i);
-	CHECK(fugitive_validate(&i, &b) == NULL);
+	CHECK(master_fugitive_validate(&i, &b) == NULL);
 	id("203.0.113.4:1023", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), port_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), port_msg);
 	id("203.0.113.4:80", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), port_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), port_msg);
 	id("203.0.113.4:65536", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), port_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), port_msg);
 	id("203.0.113.4:-1", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), port_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), port_msg);
 	id("[::1]:45677", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), ip_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), ip_msg);
 	id("nohost:45677", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), ip_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), ip_msg);
 	id("[::ffff:203.0.113.4]:45677", &i);
-	CHECK(fugitive_validate(&i, &b) == NULL);
+	CHECK(master_fugitive_validate(&i, &b) == NULL);
 
 	/* The address is checked before the name. */
 	parse("{\"name\":\"ab\"}", &b);
 	id("[::1]:80", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), ip_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), ip_msg);
 	id("1.2.3.4:80", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), port_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), port_msg);
 	id("1.2.3.4:45677", &i);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), name_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), name_msg);
 	parse("{\"name\":\"abc\"}", &b);
-	CHECK(fugitive_validate(&i, &b) == NULL);
+	CHECK(master_fugitive_validate(&i, &b) == NULL);
 	parse("{\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", &b);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), name_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), name_msg);
 	parse("null", &b);
-	CHECK_EQ_STR(fugitive_validate(&i, &b), name_msg);
+	CHECK_EQ_STR(master_fugitive_validate(&i, &b), name_msg);
 }
 
 static void check_json(const char *in, size_t len, const char *want)
@@ -418,7 +419,7 @@ static void check_json(const char *in, size_t len, const char *want)
 	struct strbuf sb;
 
 	strbuf_init(&sb, 4096);
-	fugitive_json_string(&sb, in, len);
+	master_fugitive_json_string(&sb, in, len);
 	strbuf_append(&sb, "", 0);
 	tap_checks++;
 	if (sb.p == NULL || strcmp(sb.p, want) != 0) {
@@ -431,7 +432,7 @@ static void check_json(const char *in, size_t len, const char *want)
 
 static void test_json_out(void)
 {
-	struct fugitive_server s = {
+	struct master_fugitive_server s = {
 		.ip = {203, 0, 113, 4},
 		.port = 45677,
 		.name = "special server",
@@ -462,7 +463,7 @@ static void test_json_out(void)
 
 	/* README's example entry; seconds truncated, UTC. */
 	strbuf_init(&sb, 4096);
-	fugitive_json_server(&sb, &s);
+	master_fugitive_json_server(&sb, &s);
 	strbuf_append(&sb, "", 0);
 	CHECK_EQ_STR(sb.p, "{\"ip\":\"203.0.113.4\",\"port\":45677,\"name\":\"special server\","
 			   "\"game_version\":1,\"current_players\":2,\"max_players\":8,"
@@ -474,7 +475,7 @@ static void test_json_out(void)
 	s.game_version = -9223372036854775807LL - 1;
 	s.seen_wall_ms = 0;
 	strbuf_init(&sb, 4096);
-	fugitive_json_server(&sb, &s);
+	master_fugitive_json_server(&sb, &s);
 	strbuf_append(&sb, "", 0);
 	CHECK_EQ_STR(sb.p, "{\"ip\":\"203.0.113.4\",\"port\":45677,\"name\":\"\\u003cx\\u003e\","
 			   "\"game_version\":-9223372036854775808,\"current_players\":2,"
@@ -485,17 +486,18 @@ static void test_json_out(void)
 
 static void test_utf8(void)
 {
-	CHECK(fugitive_utf8_valid("", 0));
-	CHECK(fugitive_utf8_valid("abc", 3));
-	CHECK(fugitive_utf8_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf", 13));
-	CHECK(fugitive_utf8_valid("\xef\xbf\xbd", 3));
-	CHECK(!fugitive_utf8_valid("\xff", 1));
-	CHECK(!fugitive_utf8_valid("\xc0\xaf", 2));         /* overlong */
-	CHECK(!fugitive_utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
-	CHECK(!fugitive_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
-	CHECK(!fugitive_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
-	CHECK(!fugitive_utf8_valid("\xe2\x82", 2));         /* truncated */
-	CHECK(!fugitive_utf8_valid("\x80", 1));
+	CHECK(master_fugitive_utf8_valid("", 0));
+	CHECK(master_fugitive_utf8_valid("abc", 3));
+	CHECK(master_fugitive_utf8_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf",
+					 13));
+	CHECK(master_fugitive_utf8_valid("\xef\xbf\xbd", 3));
+	CHECK(!master_fugitive_utf8_valid("\xff", 1));
+	CHECK(!master_fugitive_utf8_valid("\xc0\xaf", 2));         /* overlong */
+	CHECK(!master_fugitive_utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
+	CHECK(!master_fugitive_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+	CHECK(!master_fugitive_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+	CHECK(!master_fugitive_utf8_valid("\xe2\x82", 2));         /* truncated */
+	CHECK(!master_fugitive_utf8_valid("\x80", 1));
 }
 
 int main(void)

@@ -5,6 +5,7 @@
  * reference's _int(v or 8, 8), float(s), json.loads acceptance).
  */
 #include <json-c/json.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ static struct json_object *loads(const char *text)
 	struct json_object *o = NULL;
 	char err[128];
 
-	if (py_json_loads(text, strlen(text), &o, err, sizeof(err)) < 0)
+	if (master_py_json_loads(text, strlen(text), &o, err, sizeof(err)) < 0)
 		return NULL;
 	return o;
 }
@@ -33,7 +34,7 @@ static void check_str(const char *json, const char *want)
 	CHECK(d != NULL);
 	if (d == NULL)
 		return;
-	py_field_str(d, "v", 1000, got, sizeof(got));
+	master_py_field_str(d, "v", 1000, got, sizeof(got));
 	CHECK_EQ_STR(got, want);
 	json_object_put(d);
 }
@@ -70,14 +71,14 @@ static void test_cut(void)
 {
 	char out[64];
 
-	py_cut("h\xc3\xa9llo w\xc3\xb6rld", 5, out, sizeof(out));
+	master_py_cut("h\xc3\xa9llo w\xc3\xb6rld", 5, out, sizeof(out));
 	CHECK_EQ_STR(out, "h\xc3\xa9llo");
-	py_cut("\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 1, out, sizeof(out));
+	master_py_cut("\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 1, out, sizeof(out));
 	CHECK_EQ_STR(out, "\xf0\x9f\x98\x80");
 	/* The buffer limit cuts on a character boundary too. */
-	py_cut("\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 10, out, 6);
+	master_py_cut("\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 10, out, 6);
 	CHECK_EQ_STR(out, "\xf0\x9f\x98\x80");
-	CHECK_EQ_INT(py_utf8_chars("h\xc3\xa9llo \xf0\x9f\x98\x80"), 7);
+	CHECK_EQ_INT(master_py_utf8_chars("h\xc3\xa9llo \xf0\x9f\x98\x80"), 7);
 }
 
 static void check_int(const char *json, int want)
@@ -91,7 +92,7 @@ static void check_int(const char *json, int want)
 	if (d == NULL)
 		return;
 	/* The reference's max: _int(d.get("max") or 8, 8) clamped 0..10000. */
-	CHECK_EQ_INT(py_field_int_or(d, "v", 8, 8, 0, 10000), want);
+	CHECK_EQ_INT(master_py_field_int_or(d, "v", 8, 8, 0, 10000), want);
 	json_object_put(d);
 }
 
@@ -124,7 +125,7 @@ static void test_int(void)
 static void check_float(const char *s, bool ok, double want)
 {
 	double v = -12345;
-	bool got = py_float_str(s, &v);
+	bool got = master_py_float_str(s, &v);
 
 	CHECK_EQ_INT(got, ok);
 	if (ok && got) {
@@ -154,11 +155,73 @@ static void test_float(void)
 	check_float("1.2.3", false, 0);
 }
 
+/* "c" * n + tail into buf (n + strlen(tail) < size). */
+static const char *rep(char *buf, size_t size, char c, size_t n, const char *tail)
+{
+	snprintf(buf + n, size - n, "%s", tail);
+	memset(buf, c, n);
+	return buf;
+}
+
+/*
+ * int() and float() have no length limit below Python's 4,300 digits (a
+ * body is 4 KiB at most): long strings are read as a whole, not saturated
+ * or refused for their length. Python 3.11 printed each value.
+ */
+static void test_long_numbers(void)
+{
+	char b[1024];
+	long long v;
+	double d;
+
+	/* int(" " * 200): ValueError; it was once LLONG_MAX. */
+	CHECK(!master_py_int_str(rep(b, sizeof(b), ' ', 200, ""), &v));
+	CHECK(!master_py_int_str(rep(b, sizeof(b), ' ', 200, "+"), &v));
+	/* int("0" * 300 + "1") == 1, not saturated. */
+	v = 0;
+	CHECK(master_py_int_str(rep(b, sizeof(b), '0', 300, "1"), &v) && v == 1);
+	b[0] = '-';
+	CHECK(master_py_int_str(b, &v) && v == -1);
+	/* int(" " * 150 + "-7" + " " * 150) == -7. */
+	rep(b, sizeof(b), ' ', 150, "-7");
+	memset(b + 152, ' ', 150);
+	b[302] = '\0';
+	CHECK(master_py_int_str(b, &v) && v == -7);
+	/* int("1" + " " * 130 + "2"): ValueError. */
+	rep(b, sizeof(b), ' ', 131, "2");
+	b[0] = '1';
+	CHECK(!master_py_int_str(b, &v));
+	/* int("1__0" + "0" * 200), int("_1" + "0" * 200): ValueError. */
+	rep(b, sizeof(b), '0', 204, "");
+	memcpy(b, "1__", 3);
+	CHECK(!master_py_int_str(b, &v));
+	memcpy(b, "_1", 2);
+	CHECK(!master_py_int_str(b, &v));
+	/* Past int64 at any length: saturated, as the clamps want it. */
+	CHECK(master_py_int_str(rep(b, sizeof(b), '9', 700, ""), &v) && v == LLONG_MAX);
+	b[0] = '-';
+	CHECK(master_py_int_str(b, &v) && v == LLONG_MIN + 1);
+	/* float("9" * 700) is inf, float("0" * 600 + "1") is 1.0. */
+	CHECK(master_py_float_str(rep(b, sizeof(b), '9', 700, ""), &d) && isinf(d) && d > 0);
+	CHECK(master_py_float_str(rep(b, sizeof(b), '0', 600, "1"), &d) && d == 1.0);
+	CHECK(!master_py_float_str(rep(b, sizeof(b), ' ', 600, ""), &d));
+	/* Through a body: {"v": " " * 200} is int()'s ValueError, the default. */
+	{
+		char body[300];
+		struct json_object *o;
+
+		snprintf(body, sizeof(body), "{\"v\": \"%s\"}", rep(b, sizeof(b), ' ', 200, ""));
+		o = loads(body);
+		CHECK(o != NULL && master_py_field_int_or(o, "v", 8, 8, 0, 10000) == 8);
+		json_object_put(o);
+	}
+}
+
 static void check_loads(const char *text, bool ok)
 {
 	struct json_object *o = NULL;
 	char err[128];
-	int r = py_json_loads(text, strlen(text), &o, err, sizeof(err));
+	int r = master_py_json_loads(text, strlen(text), &o, err, sizeof(err));
 
 	if ((r == 0) != ok)
 		fprintf(stderr, "loads %s: got %d (%s)\n", text, r, r < 0 ? err : "ok");
@@ -212,11 +275,11 @@ static void test_truthy(void)
 
 		snprintf(w, sizeof(w), "{\"v\": %s}", falsy[i]);
 		d = loads(w);
-		CHECK(d != NULL && !py_truthy_field(d, "v"));
+		CHECK(d != NULL && !master_py_truthy_field(d, "v"));
 		json_object_put(d);
 		snprintf(w, sizeof(w), "{\"v\": %s}", truthy[i]);
 		d = loads(w);
-		CHECK(d != NULL && py_truthy_field(d, "v"));
+		CHECK(d != NULL && master_py_truthy_field(d, "v"));
 		json_object_put(d);
 	}
 }
@@ -227,6 +290,7 @@ int main(void)
 	test_cut();
 	test_int();
 	test_float();
+	test_long_numbers();
 	test_loads();
 	test_truthy();
 	return tap_done("masterpy");

@@ -708,7 +708,7 @@ static int fx_init(struct master *m, const char *udp, const char *const *games, 
 	for (size_t i = 0; i < ngames; i++)
 		m->cfg.q3_games[m->cfg.nq3_games++] = games[i];
 	m->loop = ev_loop_new();
-	m->reg = registry_new(m->loop);
+	m->reg = master_registry_new(m->loop);
 	if (m->loop == NULL || m->reg == NULL)
 		return -ENOMEM;
 	return master_q3_new(m);
@@ -717,7 +717,7 @@ static int fx_init(struct master *m, const char *udp, const char *const *games, 
 static void fx_free(struct master *m)
 {
 	master_q3_free(m->q3);
-	registry_free(m->reg);
+	master_registry_free(m->reg);
 	ev_loop_free(m->loop);
 }
 
@@ -785,8 +785,8 @@ static int ask(struct master *m, int fd, bool ext, struct q3_srv *out, size_t ma
 /* Listed servers, after the registry's sweep (it runs once a second). */
 static size_t listed(struct master *m)
 {
-	registry_expire(m->reg);
-	return registry_count(m->reg, REG_Q3);
+	master_registry_expire(m->reg);
+	return master_registry_count(m->reg, MASTER_REG_Q3);
 }
 
 static uint16_t port_of(const struct addr *a)
@@ -1199,12 +1199,12 @@ static void test_module_snapshot(void)
 	CHECK_EQ_INT(list_server(&m, t, "EnemyTerritory-1",
 				 "\\protocol\\84\\sv_maxclients\\20\\clients\\20\\gametype\\5"),
 		     1);
-	CHECK_EQ_INT(registry_save(m.reg, path), 0);
+	CHECK_EQ_INT(master_registry_save(m.reg, path), 0);
 	fx_free(&m);
 
 	/* A new master restores both; the index is rebuilt on first use. */
 	CHECK_EQ_INT(fx_init(&m, "127.0.0.1:0", NULL, 0), 0);
-	CHECK_EQ_INT(registry_load(m.reg, path), 0);
+	CHECK_EQ_INT(master_registry_load(m.reg, path), 0);
 	CHECK_EQ_INT(listed(&m), 2);
 	n = ask(&m, -1, false, v, 4, "getservers 84 gametype=5");
 	CHECK(n == 1 && v[0].port == port_of(&b));
@@ -1227,7 +1227,7 @@ static void test_module_snapshot(void)
 		fclose(f);
 	}
 	CHECK_EQ_INT(fx_init(&m, "127.0.0.1:0", NULL, 0), 0);
-	CHECK_EQ_INT(registry_load(m.reg, path), -EBADMSG);
+	CHECK_EQ_INT(master_registry_load(m.reg, path), -EBADMSG);
 	CHECK_EQ_INT(listed(&m), 0);
 	fx_free(&m);
 	{
