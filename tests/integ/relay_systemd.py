@@ -49,7 +49,7 @@ def scenario(env):
         f.write(new + "\n")
     mark = len(relay.output())
     relay.signal(1)
-    relay.wait_line(r"reloading signal=SIGHUP", start=mark)
+    relay.wait_line(r"reload signal=SIGHUP", start=mark)
     wait_for(lambda: http("GET", relay.url("/bans"), token=new)[0] == 200, 3, "the new token")
     check(http("GET", relay.url("/bans"), token=TOKEN)[0] == 401, "the old token still works")
     with open(relay.token_file, "w") as f:
