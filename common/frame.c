@@ -93,7 +93,7 @@ int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static NP1_RELAY_I
 /* "Bigger ones [than 1,400 bytes] dropped" (§8). */
 int np1_game_build(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len)
 {
-	if (len > GAME_FRAME_MAX)
+	if (len > NP1_GAME_MAX)
 		return -EMSGSIZE;
 	if (cap < 1 + len)
 		return -ENOSPC;

@@ -25,7 +25,7 @@
 #define FRAG_HDR         (13) /* 'F' + id + index + count */
 #define FRAG_MAX_PARTIAL (64)
 #define FRAG_EXPIRE_MS   (15000)
-#define GAME_FRAME_MAX   (1400)
+#define NP1_GAME_MAX     (1400)
 /* Our bounds (netpunch has none): a reassembled message is at most
  * FRAG_MAX_MSG bytes in at most FRAG_MAX_COUNT fragments, and a
  * reassembler holds at most FRAG_MAX_BYTES of partial messages. */
@@ -81,7 +81,7 @@ int np1_trla_build(uint8_t *buf, size_t cap, const uint8_t id[static NP1_RELAY_I
 int np1_trla_parse(const uint8_t *buf, size_t len, uint8_t id[static NP1_RELAY_ID_LEN]);
 
 /* A game frame payload: 'g' | the bridge's datagram. Returns the length,
- * -EMSGSIZE for a frame over GAME_FRAME_MAX, -ENOSPC. */
+ * -EMSGSIZE for a frame over NP1_GAME_MAX, -ENOSPC. */
 int np1_game_build(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len);
 
 /* A save chunk payload: "NPF1" | sid | seq | data. Returns the length or

@@ -2,16 +2,21 @@
  * rally-lobby: the shared context of the lobby's modules.
  *
  * A drop-in for netpunch's lobby (0.6.1.24): the same command line, IPC
- * files and wire protocol (../shared/netpunch-wire.md). main.c wires:
- *   lobby_net.c      the one UDP socket: NP1 frames, sealing, fragments
+ * files and wire protocol (../shared/netpunch-wire.md). main.c picks a
+ * role and wires the shared rooms around it:
+ *   lobby_net.c      the one UDP socket: NP1 frames, sealing, fragments,
+ *                    typed messages handed to the role
  *   lobby_observe.c  STUN on that socket, UPnP, the NAT profile, our code
- *   lobby_host.c     the host's session: joins, roster, chat, start
- *   lobby_join.c     the joiner: the race, join, version check, session
  *   lobby_rv.c       knocks, the host's poll and punches, relay binds,
  *                    publishing to the master
  *   lobby_game.c     the game bridge's loopback socket
  *   lobby_ipc.c      lobby_out.jsonl, lobby_in.jsonl, lobby_state.json
- *   lobby_msg.c      the JSON messages, key order as netpunch writes them
+ * and the roles, each behind struct lobby_role (nothing else names a
+ * role's functions):
+ *   lobby_host.c     the host's session: joins, roster, chat, start
+ *   lobby_join.c     the joiner: the race, join, version check, session
+ * over the pure codecs lobby_msg.h (peer messages) and lobby_ipcmsg.h (the
+ * game's commands and our events).
  */
 #ifndef LOBBY_H
 #define LOBBY_H
@@ -23,6 +28,8 @@
 #include "addr.h"
 #include "ev.h"
 #include "joincode.h"
+#include "lobby_ipcmsg.h"
+#include "lobby_msg.h"
 
 struct json_object;
 struct strbuf;
@@ -35,25 +42,25 @@ struct strbuf;
 #define LOBBY_PASSWORD_MAX    (256)
 
 /* Timers of netpunch-wire.md §1, §5, §7 (milliseconds). */
-#define HELLO_INTERVAL_MS   (100)
-#define KEEPALIVE_MS        (15000)
-#define PING_INTERVAL_MS    (3000)
-#define DROP_AFTER_MS       (10000)
-#define ROSTER_HEAL_MS      (2000)
-#define HOST_GONE_AFTER_MS  (12000)
-#define VERSION_WAIT_MS     (15000)
-#define CHAT_BURST          (3)
-#define REJECT_EVERY_MS     (2000)
-#define RV_POLL_EVERY_MS    (1000)
-#define RV_KNOCK_EVERY_MS   (2000)
-#define RV_KNOCK_AFTER_MS   (4000)
-#define RV_PUNCH_FOR_MS     (15000)
-#define RV_PUNCH_EVERY_MS   (200)
-#define RV_RELAY_FROM_KNOCK (2)
-#define RV_HTTP_TIMEOUT_MS  (6000)
-#define PUBLISH_EVERY_MS    (10000)
+#define LOBBY_HELLO_INTERVAL_MS   (100)
+#define LOBBY_KEEPALIVE_MS        (15000)
+#define LOBBY_PING_INTERVAL_MS    (3000)
+#define LOBBY_DROP_AFTER_MS       (10000)
+#define LOBBY_ROSTER_HEAL_MS      (2000)
+#define LOBBY_HOST_GONE_AFTER_MS  (12000)
+#define LOBBY_VERSION_WAIT_MS     (15000)
+#define LOBBY_CHAT_BURST          (3)
+#define LOBBY_REJECT_EVERY_MS     (2000)
+#define LOBBY_RV_POLL_EVERY_MS    (1000)
+#define LOBBY_RV_KNOCK_EVERY_MS   (2000)
+#define LOBBY_RV_KNOCK_AFTER_MS   (4000)
+#define LOBBY_RV_PUNCH_FOR_MS     (15000)
+#define LOBBY_RV_PUNCH_EVERY_MS   (200)
+#define LOBBY_RV_RELAY_FROM_KNOCK (2)
+#define LOBBY_RV_HTTP_TIMEOUT_MS  (6000)
+#define LOBBY_PUBLISH_EVERY_MS    (10000)
 
-enum lobby_mode { MODE_HOST, MODE_JOIN, MODE_CODE, MODE_OBSERVE };
+enum lobby_mode { LOBBY_MODE_HOST, LOBBY_MODE_JOIN, LOBBY_MODE_CODE, LOBBY_MODE_OBSERVE };
 
 struct lobby_stun_server {
 	char host[256];
@@ -89,18 +96,69 @@ struct lobby_cfg {
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;
 	bool lan_port_set; /* --lan-ip IP:PORT: advertise that port too */
-	bool debug;
 };
 
 struct lobby_net;
 struct lobby_observe;
-struct lobby_host;
-struct lobby_join;
 struct lobby_rv;
 struct lobby_game;
 struct lobby_ipc;
 struct curlev;
 struct sealer;
+struct lobby;
+
+/* What a role tells the master when the lobby is published (/announce). */
+struct lobby_advert {
+	const char *code; /* NULL: nothing to publish yet */
+	size_t players;
+	const char *type; /* "host" */
+};
+
+/*
+ * A role of the lobby: what main, IPC, the game socket, the lobby socket
+ * and the rendezvous call. main.c picks one (host or joiner; the dedicated
+ * relay lobby will be a third); nothing outside a role's own file names
+ * its functions. Every hook gets the lobby; the role keeps its state in
+ * l->role_data. Hooks a role has no use for may be NULL.
+ */
+struct lobby_role {
+	const char *name;
+	/* 'H' or 'J': how we bind a relay port (TRLB, netpunch-wire.md §6). */
+	uint8_t bind_as;
+	/* Starts the role: binds the lobby socket, observes, begins. code is
+	 * the host's decoded code for a joiner, NULL for a host. 0 or -errno. */
+	int (*start)(struct lobby *l, const struct joincode *code);
+	void (*free)(struct lobby *l);
+
+	/* The lobby socket (lobby_net): an NP1 control frame (H/A/C/K/X). */
+	void (*on_ctl)(struct lobby *l, const struct addr *from, uint8_t type,
+		       const uint8_t *payload, size_t len);
+	/* An application payload opened (sealed) or arrived plain, before it
+	 * is looked at: false drops it. */
+	bool (*on_payload)(struct lobby *l, const struct addr *from, bool sealed);
+	/* A JSON message (decoded; any t). */
+	void (*on_msg)(struct lobby *l, const struct addr *from, const struct lobby_msg *m,
+		       bool sealed);
+	/* A game frame (the bridge's datagram, at most NP1_GAME_MAX). */
+	void (*on_game)(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
+			bool sealed);
+	/* An E/S frame that did not open (wrong key, tampered, replayed). */
+	void (*on_bad_seal)(struct lobby *l, const struct addr *from, int why);
+
+	/* The game side: a lobby_in.jsonl command, a frame from the bridge. */
+	void (*command)(struct lobby *l, const struct lobby_cmd *c);
+	void (*game_frame)(struct lobby *l, const uint8_t *frame, size_t len);
+	/* quit (the command, SIGINT, SIGTERM): say goodbye, then lobby_exit. */
+	void (*quit)(struct lobby *l);
+
+	/* The master offered a relay port for this session (joiner: dial it). */
+	void (*relay_offered)(struct lobby *l, const struct addr *relay);
+	/* What to publish; false when there is nothing (yet). */
+	bool (*advert)(const struct lobby *l, struct lobby_advert *out);
+};
+
+extern const struct lobby_role lobby_host_role;
+extern const struct lobby_role lobby_join_role;
 
 struct lobby {
 	struct lobby_cfg cfg;
@@ -108,11 +166,12 @@ struct lobby {
 	struct curlev *curl;
 	struct lobby_net *net;
 	struct lobby_observe *obs;
-	struct lobby_host *host;
-	struct lobby_join *join;
 	struct lobby_rv *rv;
 	struct lobby_game *game;
 	struct lobby_ipc *ipc;
+	/* The role (NULL for observe) and its state. */
+	const struct lobby_role *role;
+	void *role_data;
 	/* The session: its secret (from our code or the host's), its sealer
 	 * (NULL in a plaintext session). */
 	bool has_secret;
@@ -125,22 +184,9 @@ struct lobby {
 
 /* ---- lobby_net.c ---- */
 
-/* What a module wants from the socket. */
-struct lobby_net_handlers {
-	/* An NP1 frame (HELLO/ACK/... or an application payload that opened:
-	 * app is then the plaintext and sealed says how it came). */
-	void (*on_frame)(struct lobby *l, const struct addr *from, uint8_t type,
-			 const uint8_t *payload, size_t len);
-	/* An application payload (D opened as plain, E opened, S verified,
-	 * fragments reassembled). */
-	void (*on_app)(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
-		       bool sealed);
-	/* An E/S frame that did not open (wrong key, tampered, replayed). */
-	void (*on_bad_seal)(struct lobby *l, const struct addr *from, int why);
-};
-
-/* Binds the game socket (0.0.0.0:port, port 0 = ephemeral). */
-int lobby_net_new(struct lobby *l, uint16_t port, const struct lobby_net_handlers *h);
+/* Binds the lobby socket (0.0.0.0:port, port 0 = ephemeral); datagrams go
+ * to l->role (STUN answers only, when there is none). */
+int lobby_net_new(struct lobby *l, uint16_t port);
 void lobby_net_free(struct lobby_net *n);
 uint16_t lobby_net_port(const struct lobby_net *n);
 /* Raw datagram from the game socket (HELLOs, STUN, TRLB). */
@@ -151,35 +197,30 @@ int lobby_net_send_ctl(struct lobby_net *n, const struct addr *to, uint8_t type,
 /* An application payload: sealed (E) when the session has a sealer, else
  * plain (D); control messages over 1,300 bytes go as fragments. */
 int lobby_net_send_app(struct lobby *l, const struct addr *to, const uint8_t *app, size_t len);
-/* A plain D frame whatever the session (the wrong-password reject). */
-int lobby_net_send_plain(struct lobby_net *n, const struct addr *to, const uint8_t *app,
-			 size_t len);
-/* Hands STUN responses and TRLA acks to whoever waits for them. */
+/* A message, encoded and sent as lobby_net_send_app does. */
+int lobby_net_send_msg(struct lobby *l, const struct addr *to, const struct lobby_msg *m);
+/* A message in clear whatever the session (the wrong-password reject). */
+int lobby_net_send_plain_msg(struct lobby *l, const struct addr *to, const struct lobby_msg *m);
+/*
+ * One game frame (the bridge's datagram) for several peers: built into one
+ * datagram - 'g' + frame, sealed once, each peer seeing the nonce once -
+ * that stays until the next lobby_net_frame_build. Returns its length or
+ * -errno; lobby_net_frame_send then sends it to one address.
+ */
+int lobby_net_frame_build(struct lobby *l, const uint8_t *frame, size_t len);
+int lobby_net_frame_send(struct lobby *l, const struct addr *to, size_t dlen);
+/* An application payload from `from` as if it had just arrived (sealed:
+ * as if it had opened): fragments, the plain-frame rule, then the role.
+ * For tests and the fuzzer: the path an opened datagram takes. */
+void lobby_net_inject(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
+		      bool sealed);
+/* Hands STUN responses to whoever waits for them. */
 void lobby_net_set_stun_cb(struct lobby_net *n, void (*cb)(struct lobby *l, const struct addr *from,
 							   const uint8_t *buf, size_t len));
 struct lobby_net_stats {
-	uint64_t rx, tx, bad_np1, bad_seal, replayed, plain_dropped, frag_msgs;
+	uint64_t rx, tx, bad_np1, bad_seal, replayed, plain_dropped, frag_msgs, bad_msg;
 };
 void lobby_net_stats(const struct lobby_net *n, struct lobby_net_stats *out);
-
-/* ---- lobby_msg.c: the JSON messages ---- */
-
-/* Appends {"t": t, ...}: helpers that write netpunch's key order. */
-struct pyjson;
-void lobby_msg_begin(struct pyjson *j, struct strbuf *b, const char *t);
-void lobby_msg_end(struct pyjson *j);
-/* Sends a finished message buffer to addr (sealed/fragmented). */
-int lobby_msg_send(struct lobby *l, const struct addr *to, struct strbuf *b);
-/* Parses an application JSON message: the object and its "t" (borrowed),
- * or NULL for anything that is not a JSON object with a string t. */
-struct json_object *lobby_msg_parse(const uint8_t *app, size_t len, const char **t);
-/* A field as a string, or NULL when absent or not a string. */
-const char *lobby_msg_str(struct json_object *o, const char *key);
-bool lobby_msg_bool(struct json_object *o, const char *key, bool dflt);
-long long lobby_msg_int(struct json_object *o, const char *key, long long dflt);
-/* Cuts a UTF-8 string to at most max characters and bytes-1 bytes, whole
- * characters, dropping control characters. */
-void lobby_msg_clean(const char *in, size_t max_chars, char *out, size_t size);
 
 /* ---- lobby_observe.c: who we are on the network ---- */
 
@@ -191,6 +232,10 @@ typedef void lobby_observe_cb(struct lobby *l, void *arg);
  * or after about 3 s.
  */
 int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *arg);
+/* What both roles begin with: bind the lobby socket (port 0: any), say
+ * status <state> "observing NAT", then lobby_observe_start. 0 or -errno. */
+int lobby_observe_open(struct lobby *l, uint16_t port, bool upnp, const char *state,
+		       lobby_observe_cb *cb, void *arg);
 void lobby_observe_free(struct lobby_observe *o);
 /* Our profile (candidates and flags), once observed. */
 const struct joincode *lobby_observe_profile(const struct lobby *l);
@@ -201,34 +246,6 @@ void lobby_observe_print(const struct lobby *l);
 /* Removes the UPnP mappings (exit path). */
 void lobby_observe_unmap(struct lobby *l, long timeout_ms);
 
-/* ---- lobby_host.c ---- */
-
-int lobby_host_start(struct lobby *l);
-/* The host's socket handlers (the fuzzer feeds on_app directly). */
-const struct lobby_net_handlers *lobby_host_handlers(void);
-void lobby_host_free(struct lobby_host *h);
-/* IPC commands (lobby_in.jsonl). */
-void lobby_host_command(struct lobby *l, const char *cmd, struct json_object *o);
-/* The host's code text ("" before it is made). */
-const char *lobby_host_code(const struct lobby *l);
-/* Ends the lobby: bye to everyone, status "lobby closed". */
-void lobby_host_quit(struct lobby *l);
-size_t lobby_host_players(const struct lobby *l);
-/* Frames from the game bridge, and frames to deliver. */
-void lobby_host_game_frame(struct lobby *l, const uint8_t *frame, size_t len);
-
-/* ---- lobby_join.c ---- */
-
-int lobby_join_start(struct lobby *l, const struct joincode *code);
-const struct lobby_net_handlers *lobby_join_handlers(void);
-void lobby_join_free(struct lobby_join *j);
-void lobby_join_command(struct lobby *l, const char *cmd, struct json_object *o);
-void lobby_join_quit(struct lobby *l);
-void lobby_join_game_frame(struct lobby *l, const uint8_t *frame, size_t len);
-/* A dial target found late (a relay port). */
-void lobby_join_add_target(struct lobby *l, const struct addr *a);
-bool lobby_join_connected(const struct lobby *l);
-
 /* ---- lobby_rv.c: the master's rendezvous and list ---- */
 
 /* The master URL for knocks (--rendezvous, else --publish, else the
@@ -238,8 +255,9 @@ int lobby_rv_new(struct lobby *l);
 void lobby_rv_free(struct lobby_rv *r);
 /* Host: poll our tag every second and punch toward each knock. */
 int lobby_rv_host_start(struct lobby *l);
-/* Joiner: knock every 2 s (after 4 s unanswered) until stopped. */
-int lobby_rv_knock_start(struct lobby *l, const struct joincode *host_code);
+/* Joiner: knock every 2 s (after 4 s unanswered) until stopped; each relay
+ * port the master offers is bound and handed to role->relay_offered. */
+int lobby_rv_knock_start(struct lobby *l);
 void lobby_rv_knock_stop(struct lobby *l);
 /* A datagram from addr made it: stop punching/binding toward it. */
 void lobby_rv_peer_seen(struct lobby *l, const struct addr *addr);
@@ -247,8 +265,8 @@ void lobby_rv_peer_seen(struct lobby *l, const struct addr *addr);
 void lobby_rv_publish(struct lobby *l, bool on);
 /* Sends /leave and waits for it up to timeout_ms (exit path). */
 void lobby_rv_leave_sync(struct lobby *l, long timeout_ms);
-/* A TRLA ack arrived on the game socket. */
-void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *buf, size_t len);
+/* A relay port's TRLA ack (its id) arrived on the lobby socket. */
+void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *id);
 
 /* ---- lobby_game.c: the bridge's loopback socket ---- */
 
@@ -262,8 +280,8 @@ uint16_t lobby_game_port(const struct lobby_game *g);
 
 int lobby_ipc_new(struct lobby *l);
 void lobby_ipc_free(struct lobby_ipc *i);
-/* Appends one event line to lobby_out.jsonl (b holds a JSON object). */
-void lobby_ipc_event(struct lobby *l, struct strbuf *b);
+/* Appends one event line to lobby_out.jsonl. */
+void lobby_ipc_emit(struct lobby *l, const struct lobby_event *e);
 /* {"type":"status","state":state,"detail":detail}, and lobby_state.json. */
 void lobby_ipc_status(struct lobby *l, const char *state, const char *detail);
 /* Merges fields into lobby_state.json (a JSON object text) and rewrites it. */

@@ -34,13 +34,11 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 		struct addr from;
 		ssize_t n;
 
-		from.len = sizeof(from.ss);
-		n = recvfrom(ev_io_fd(io), g->buf + 1, sizeof(g->buf) - 1, MSG_DONTWAIT | MSG_TRUNC,
-			     (struct sockaddr *)&from.ss, &from.len);
+		n = addr_udp_recv(ev_io_fd(io), g->buf, sizeof(g->buf), &from);
 		if (n < 0)
 			return;
 		/* Frames over 1,400 bytes are dropped, as netpunch does. */
-		if (n > GAME_FRAME_MAX) {
+		if (n > NP1_GAME_MAX) {
 			g->oversize++;
 			continue;
 		}
@@ -48,11 +46,8 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 		if (!addr_is_loopback(&from))
 			continue;
 		g->from_bridge++;
-		g->buf[0] = 'g';
-		if (g->l->host != NULL)
-			lobby_host_game_frame(g->l, g->buf, (size_t)n + 1);
-		else if (g->l->join != NULL)
-			lobby_join_game_frame(g->l, g->buf, (size_t)n + 1);
+		if (g->l->role->game_frame != NULL)
+			g->l->role->game_frame(g->l, g->buf, (size_t)n);
 	}
 }
 
@@ -60,7 +55,7 @@ void lobby_game_deliver(struct lobby *l, const uint8_t *frame, size_t len)
 {
 	struct lobby_game *g = l->game;
 
-	if (g == NULL || len > GAME_FRAME_MAX)
+	if (g == NULL || len > NP1_GAME_MAX)
 		return;
 	if (sendto(g->fd, frame, len, 0, (const struct sockaddr *)&g->bridge.ss, g->bridge.len) >=
 	    0)
@@ -91,7 +86,7 @@ int lobby_game_new(struct lobby *l)
 	g->l = l;
 	if (l->cfg.game_relay_set) {
 		fd = bind_port(l->cfg.game_relay_port);
-	} else if (l->cfg.mode == MODE_HOST) {
+	} else if (l->cfg.mode == LOBBY_MODE_HOST) {
 		fd = bind_port(7773);
 	} else {
 		/* A joiner takes the first free port of 7774-7805, so several

@@ -1,14 +1,15 @@
 /*
- * The host's side of the lobby session (netpunch-wire.md §1.2, §7).
+ * The host's side of the lobby session (netpunch-wire.md §1.2, §7), the
+ * role lobby_host_role.
  *
  * Observe (STUN + UPnP), make a code with a fresh 12-byte secret (locked
  * with --password), print CODE=..., answer every HELLO, and serve joiners:
- * join (version check, lobby full, names de-duplicated), welcome, a roster
- * to everyone on every change and every 2 s, chat stamped and relayed three
- * times, stage and company, peers dropped after 10 s of silence, start
- * without a save, bye on quit. Game frames from the bridge go to every
- * joiner; a joiner's frames are delivered locally and forwarded to the
- * others (star).
+ * join (version check, lobby full, names de-duplicated, a company as the
+ * mode gives it), welcome, a roster to everyone on every change and every
+ * 2 s, chat stamped and relayed three times, stage and company, peers
+ * dropped after 10 s of silence, start without a save, bye on quit. Game
+ * frames from the bridge go to every joiner; a joiner's frames are
+ * delivered locally and forwarded to the others (star).
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -22,7 +23,6 @@
 #include "htab.h"
 #include "lobby.h"
 #include "log.h"
-#include "pyjson.h"
 #include "seal.h"
 #include "strbuf.h"
 
@@ -30,6 +30,8 @@
 #define CHAT_CHARS   (500)
 #define REJECT_TRACK (4096)
 #define HOST_COMPANY (1)
+/* Names whose company a companies-mode host remembers for their return. */
+#define REMEMBER_MAX (2 * LOBBY_CAP)
 
 struct peer {
 	struct addr addr;
@@ -40,6 +42,12 @@ struct peer {
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
 	bool started;
+};
+
+struct remembered {
+	char name[LOBBY_NAME_MAX * 4 + 1];
+	int company;
+	unsigned long long seq; /* 0: a free slot */
 };
 
 struct lobby_host {
@@ -53,15 +61,32 @@ struct lobby_host {
 	bool started, start_save;
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
-	char mode[16];
+	bool companies_mode;
+	struct remembered remembered[REMEMBER_MAX];
+	unsigned long long remember_seq;
 	struct ev_timer heal, sweep;
 	bool ready;
 	uint64_t joins, rejects_sent;
+	/* The roster's lists, rebuilt for every roster (the codec borrows). */
+	const char *names[LOBBY_CAP + 1];
+	struct lobby_msg_entry companies[LOBBY_CAP + 1], stages[LOBBY_CAP + 1];
+	struct lobby_msg_entry profiles[LOBBY_CAP];
+	size_t nnames;
 };
+
+static struct lobby_host *host_of(const struct lobby *l)
+{
+	return l->role_data;
+}
 
 static long long unix_s(void)
 {
 	return (long long)time(NULL);
+}
+
+static const char *mode_name(const struct lobby_host *h)
+{
+	return h->companies_mode ? "companies" : "coop";
 }
 
 /* ---- peers ---- */
@@ -74,11 +99,22 @@ static struct peer *peer_get(struct lobby_host *h, const struct addr *a)
 	return htab_get(h->peers, &k);
 }
 
+/* Peers oldest first: for (p = first(h); p != NULL; p = next(h, p)). */
+static struct peer *first(const struct lobby_host *h)
+{
+	return htab_oldest(h->peers);
+}
+
+static struct peer *next(const struct lobby_host *h, const struct peer *p)
+{
+	return htab_newer(h->peers, p);
+}
+
 static bool name_taken(struct lobby_host *h, const char *name, const struct peer *except)
 {
 	if (strcmp(name, h->name) == 0)
 		return true;
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p)) {
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		if (p != except && strcmp(p->name, name) == 0)
 			return true;
 	}
@@ -99,18 +135,68 @@ static void unique_name(struct lobby_host *h, const char *want, const struct pee
 		snprintf(out, size, "%.*s#%d", (int)(size - 8), base, n);
 }
 
-static int free_company(struct lobby_host *h)
+static bool company_taken(struct lobby_host *h, int id, const struct peer *except)
+{
+	if (id == h->company)
+		return true;
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		if (p != except && p->company == id)
+			return true;
+	}
+	return false;
+}
+
+static int free_company(struct lobby_host *h, const struct peer *except)
 {
 	for (int id = 1; id <= LOBBY_CAP; id++) {
-		bool used = id == h->company;
-
-		for (struct peer *p = htab_oldest(h->peers); p != NULL && !used;
-		     p = htab_newer(h->peers, p))
-			used = p->company == id;
-		if (!used)
+		if (!company_taken(h, id, except))
 			return id;
 	}
 	return LOBBY_CAP;
+}
+
+/* XXX: a linear scan of REMEMBER_MAX names; joins are rare. */
+static struct remembered *remembered_get(struct lobby_host *h, const char *name)
+{
+	for (size_t i = 0; i < REMEMBER_MAX; i++) {
+		if (h->remembered[i].seq != 0 && strcmp(h->remembered[i].name, name) == 0)
+			return &h->remembered[i];
+	}
+	return NULL;
+}
+
+/* Remembers name's company; the longest unused name makes room. */
+static void remember(struct lobby_host *h, const char *name, int company)
+{
+	struct remembered *r = remembered_get(h, name);
+
+	if (r == NULL) {
+		r = &h->remembered[0];
+		for (size_t i = 0; i < REMEMBER_MAX && r->seq != 0; i++) {
+			if (h->remembered[i].seq < r->seq)
+				r = &h->remembered[i];
+		}
+		snprintf(r->name, sizeof(r->name), "%s", name);
+	}
+	r->company = company;
+	r->seq = ++h->remember_seq;
+}
+
+/*
+ * lobby.py do_join: in coop mode every player is company 1; in companies
+ * mode a returning name gets its remembered company back when no one holds
+ * it, else the lowest free id.
+ */
+static int assign_company(struct lobby_host *h, const struct peer *p)
+{
+	const struct remembered *r;
+
+	if (!h->companies_mode)
+		return HOST_COMPANY;
+	r = remembered_get(h, p->name);
+	if (r != NULL && !company_taken(h, r->company, p))
+		return r->company;
+	return free_company(h, p);
 }
 
 /* Names, sorted as Python sorts strings (code points = UTF-8 bytes). */
@@ -119,284 +205,177 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static size_t sorted_names(struct lobby_host *h, const char **out)
-{
-	size_t n = 0;
-
-	out[n++] = h->name;
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
-		out[n++] = p->name;
-	qsort(out, n, sizeof(*out), cmp_str);
-	return n;
-}
-
 /* ---- messages ---- */
 
-static void put_players(struct lobby_host *h, struct pyjson *j)
+/* The lists every roster carries, from the current peers. */
+static void build_lists(struct lobby_host *h, struct lobby_msg_names *players,
+			struct lobby_msg_dict *companies, struct lobby_msg_dict *stages)
 {
-	const char *names[LOBBY_CAP + 1];
-	size_t n = sorted_names(h, names);
+	size_t nc = 0, ns = 0;
 
-	pyjson_arr_begin(j);
-	for (size_t i = 0; i < n; i++)
-		pyjson_cstr(j, names[i]);
-	pyjson_arr_end(j);
-}
-
-static void put_companies(struct lobby_host *h, struct pyjson *j)
-{
-	pyjson_obj_begin(j);
-	pyjson_key(j, h->name);
-	pyjson_int(j, h->company);
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p)) {
-		pyjson_key(j, p->name);
-		pyjson_int(j, p->company);
+	h->nnames = 0;
+	h->names[h->nnames++] = h->name;
+	h->companies[nc++] = (struct lobby_msg_entry){h->name, NULL, h->company};
+	if (h->stage[0] != '\0')
+		h->stages[ns++] = (struct lobby_msg_entry){h->name, h->stage, 0};
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		h->names[h->nnames++] = p->name;
+		h->companies[nc++] = (struct lobby_msg_entry){p->name, NULL, p->company};
+		if (p->stage[0] != '\0')
+			h->stages[ns++] = (struct lobby_msg_entry){p->name, p->stage, 0};
 	}
-	pyjson_obj_end(j);
-}
-
-static void put_stages(struct lobby_host *h, struct pyjson *j)
-{
-	pyjson_obj_begin(j);
-	if (h->stage[0] != '\0') {
-		pyjson_key(j, h->name);
-		pyjson_cstr(j, h->stage);
-	}
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p)) {
-		if (p->stage[0] != '\0') {
-			pyjson_key(j, p->name);
-			pyjson_cstr(j, p->stage);
-		}
-	}
-	pyjson_obj_end(j);
+	qsort(h->names, h->nnames, sizeof(h->names[0]), cmp_str);
+	*players = (struct lobby_msg_names){false, h->nnames, h->names};
+	*companies = (struct lobby_msg_dict){false, nc, h->companies};
+	*stages = (struct lobby_msg_dict){false, ns, h->stages};
 }
 
 static void send_welcome(struct lobby_host *h, struct peer *p)
 {
 	struct lobby *l = h->l;
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_msg m;
 
-	lobby_msg_begin(&j, &b, "welcome");
-	pyjson_key(&j, "version");
-	pyjson_cstr(&j, l->cfg.protocol_version);
-	pyjson_key(&j, "transport_lobby");
-	pyjson_cstr(&j, h->transport_lobby);
-	pyjson_key(&j, "you");
-	pyjson_cstr(&j, p->name);
-	pyjson_key(&j, "host");
-	pyjson_cstr(&j, h->name);
-	pyjson_key(&j, "recovery");
-	pyjson_int(&j, 0);
-	pyjson_key(&j, "lobby");
-	pyjson_cstr(&j, l->cfg.lobby_name);
-	pyjson_key(&j, "relay");
-	pyjson_bool(&j, false);
-	pyjson_key(&j, "mods");
-	pyjson_null(&j);
-	pyjson_key(&j, "mods_unknown");
-	pyjson_bool(&j, false);
-	lobby_msg_end(&j);
-	lobby_msg_send(l, &p->addr, &b);
-	strbuf_release(&b);
+	lobby_msg_init(&m, LOBBY_MSG_WELCOME);
+	m.welcome = (struct lobby_msg_welcome){
+		.version = l->cfg.protocol_version,
+		.transport_lobby = h->transport_lobby,
+		.you = p->name,
+		.host = h->name,
+		.recovery = 0,
+		.lobby = l->cfg.lobby_name,
+		.relay = false,
+		.mods = NULL,
+		.mods_unknown = false,
+	};
+	lobby_net_send_msg(l, &p->addr, &m);
 }
 
+/* The roster for one peer (its started flag is its own). */
 static void send_roster_to(struct lobby_host *h, struct peer *p)
 {
 	struct lobby *l = h->l;
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_msg m;
+	struct lobby_msg_roster *r = &m.roster;
+	size_t np = 0;
 
-	lobby_msg_begin(&j, &b, "roster");
-	pyjson_key(&j, "version");
-	pyjson_cstr(&j, l->cfg.protocol_version);
-	pyjson_key(&j, "transport_lobby");
-	pyjson_cstr(&j, h->transport_lobby);
-	pyjson_key(&j, "players");
-	put_players(h, &j);
-	pyjson_key(&j, "recovery");
-	pyjson_int(&j, 0);
-	pyjson_key(&j, "host");
-	pyjson_cstr(&j, h->name);
-	pyjson_key(&j, "lobby");
-	pyjson_cstr(&j, l->cfg.lobby_name);
-	pyjson_key(&j, "relay");
-	pyjson_bool(&j, false);
-	pyjson_key(&j, "mods");
-	pyjson_null(&j);
-	pyjson_key(&j, "mods_unknown");
-	pyjson_bool(&j, false);
-	pyjson_key(&j, "stored_age");
-	pyjson_int(&j, -1);
-	pyjson_key(&j, "stored_max");
-	pyjson_int(&j, -1);
-	pyjson_key(&j, "letters");
-	pyjson_null(&j);
-	pyjson_key(&j, "started");
-	pyjson_bool(&j, p->started);
-	pyjson_key(&j, "start_save");
-	pyjson_bool(&j, h->start_save);
-	pyjson_key(&j, "profiles");
-	pyjson_obj_begin(&j);
-	for (struct peer *q = htab_oldest(h->peers); q != NULL; q = htab_newer(h->peers, q)) {
-		if (q->profile[0] != '\0') {
-			pyjson_key(&j, q->name);
-			pyjson_cstr(&j, q->profile);
-		}
+	lobby_msg_init(&m, LOBBY_MSG_ROSTER);
+	build_lists(h, &r->players, &r->companies, &r->stages);
+	for (struct peer *q = first(h); q != NULL; q = next(h, q)) {
+		if (q->profile[0] != '\0')
+			h->profiles[np++] = (struct lobby_msg_entry){q->name, q->profile, 0};
 	}
-	pyjson_obj_end(&j);
-	pyjson_key(&j, "links");
-	pyjson_obj_begin(&j);
-	pyjson_obj_end(&j);
-	pyjson_key(&j, "companies");
-	put_companies(h, &j);
-	pyjson_key(&j, "stages");
-	put_stages(h, &j);
-	pyjson_key(&j, "mode");
-	pyjson_cstr(&j, h->mode);
-	lobby_msg_end(&j);
-	lobby_msg_send(l, &p->addr, &b);
-	strbuf_release(&b);
+	r->version = l->cfg.protocol_version;
+	r->transport_lobby = h->transport_lobby;
+	r->recovery = 0;
+	r->host = h->name;
+	r->lobby = l->cfg.lobby_name;
+	r->relay = false;
+	r->mods = NULL;
+	r->mods_unknown = false;
+	r->stored_age = (struct lobby_msg_num){.present = true, .i = -1};
+	r->stored_max = (struct lobby_msg_num){.present = true, .i = -1};
+	r->letters.null = true;
+	r->started = p->started;
+	r->start_save = h->start_save;
+	r->profiles = (struct lobby_msg_dict){false, np, h->profiles};
+	r->links = (struct lobby_msg_links){false, 0, NULL};
+	r->mode = mode_name(h);
+	lobby_net_send_msg(l, &p->addr, &m);
 }
 
 /* The roster for the game beside us (lobby_out.jsonl) and the state file. */
 static void roster_local(struct lobby_host *h)
 {
 	struct lobby *l = h->l;
-	struct strbuf b;
-	struct pyjson j;
-	const char *names[LOBBY_CAP + 1];
-	size_t n = sorted_names(h, names);
+	struct lobby_event e = {.type = LOBBY_EV_ROSTER_HOST};
+	struct lobby_event_roster *r = &e.roster;
 	struct json_object *arr = json_object_new_array();
 
-	strbuf_init(&b, 64 * 1024);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "roster");
-	pyjson_key(&j, "players");
-	put_players(h, &j);
-	pyjson_key(&j, "you");
-	pyjson_cstr(&j, h->name);
-	pyjson_key(&j, "host");
-	pyjson_cstr(&j, h->name);
-	pyjson_key(&j, "lobby");
-	pyjson_cstr(&j, l->cfg.lobby_name);
-	pyjson_key(&j, "relay");
-	pyjson_bool(&j, false);
-	pyjson_key(&j, "companies");
-	put_companies(h, &j);
-	pyjson_key(&j, "stages");
-	put_stages(h, &j);
-	pyjson_key(&j, "mode");
-	pyjson_cstr(&j, h->mode);
-	pyjson_key(&j, "join_freeze");
-	pyjson_bool(&j, false);
-	pyjson_obj_end(&j);
-	lobby_ipc_event(l, &b);
-	strbuf_release(&b);
-	for (size_t i = 0; i < n; i++)
-		json_object_array_add(arr, json_object_new_string(names[i]));
+	build_lists(h, &r->players, &r->companies, &r->stages);
+	r->you = h->name;
+	r->host = h->name;
+	r->lobby = l->cfg.lobby_name;
+	r->has_relay = true;
+	r->relay = false;
+	r->mode = mode_name(h);
+	r->join_freeze = false;
+	lobby_ipc_emit(l, &e);
+	for (size_t i = 0; i < h->nnames; i++)
+		json_object_array_add(arr, json_object_new_string(h->names[i]));
 	lobby_ipc_state(l, "players", arr);
 }
 
 static void roster_changed(struct lobby_host *h)
 {
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
 		send_roster_to(h, p);
 	roster_local(h);
 }
 
-/* Chat and start go three times; receivers de-duplicate chat by cid. */
+/* A message several times to every peer (chat and start: receivers
+ * de-duplicate), encoded once. */
+static void burst(struct lobby_host *h, const struct lobby_msg *m)
+{
+	struct strbuf b;
+
+	strbuf_init(&b, LOBBY_MSG_MAX);
+	if (lobby_msg_encode(m, &b) == 0) {
+		for (int k = 0; k < LOBBY_CHAT_BURST; k++) {
+			for (struct peer *p = first(h); p != NULL; p = next(h, p))
+				lobby_net_send_app(h->l, &p->addr, (const uint8_t *)b.p, b.len);
+		}
+	}
+	strbuf_release(&b);
+}
+
 static void send_chat(struct lobby_host *h, const char *from, const char *text)
 {
 	struct lobby *l = h->l;
 	long long cid = ++h->chat_cid, ts = unix_s();
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_msg m;
+	struct lobby_event e = {.type = LOBBY_EV_CHAT, .chat = {from, text, true, ts}};
 
-	lobby_msg_begin(&j, &b, "chat");
-	pyjson_key(&j, "from");
-	pyjson_cstr(&j, from);
-	pyjson_key(&j, "text");
-	pyjson_cstr(&j, text);
-	pyjson_key(&j, "ts");
-	pyjson_int(&j, ts);
-	pyjson_key(&j, "cid");
-	pyjson_int(&j, cid);
-	lobby_msg_end(&j);
-	for (int k = 0; k < CHAT_BURST; k++) {
-		for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
-			lobby_msg_send(l, &p->addr, &b);
-	}
-	strbuf_release(&b);
+	lobby_msg_init(&m, LOBBY_MSG_CHAT);
+	m.chat = (struct lobby_msg_chat){from, text, true, ts, true, cid};
+	burst(h, &m);
 	/* And the game beside us. */
-	strbuf_init(&b, 8192);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "chat");
-	pyjson_key(&j, "from");
-	pyjson_cstr(&j, from);
-	pyjson_key(&j, "text");
-	pyjson_cstr(&j, text);
-	pyjson_key(&j, "ts");
-	pyjson_int(&j, ts);
-	pyjson_obj_end(&j);
-	lobby_ipc_event(l, &b);
-	strbuf_release(&b);
+	lobby_ipc_emit(l, &e);
 	log_info("chat from=\"%s\" cid=%lld", from, cid);
-}
-
-static void send_simple(struct lobby *l, const struct addr *to, const char *t)
-{
-	struct strbuf b;
-	struct pyjson j;
-
-	lobby_msg_begin(&j, &b, t);
-	lobby_msg_end(&j);
-	lobby_msg_send(l, to, &b);
-	strbuf_release(&b);
 }
 
 static void send_reject(struct lobby *l, const struct addr *to, const char *reason, bool plain)
 {
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_msg m;
 
-	lobby_msg_begin(&j, &b, "reject");
-	pyjson_key(&j, "reason");
-	pyjson_cstr(&j, reason);
-	lobby_msg_end(&j);
+	lobby_msg_init(&m, LOBBY_MSG_REJECT);
+	m.reject = reason;
 	if (plain)
-		lobby_net_send_plain(l->net, to, (const uint8_t *)b.p, b.len);
+		lobby_net_send_plain_msg(l, to, &m);
 	else
-		lobby_msg_send(l, to, &b);
-	strbuf_release(&b);
+		lobby_net_send_msg(l, to, &m);
 }
 
 /* ---- requests ---- */
 
-static void do_join(struct lobby_host *h, const struct addr *from, struct json_object *o)
+static void do_join(struct lobby_host *h, const struct addr *from, const struct lobby_msg_join *jm)
 {
 	struct lobby *l = h->l;
-	const char *version = lobby_msg_str(o, "version"), *name = lobby_msg_str(o, "name");
-	const char *profile = lobby_msg_str(o, "profile");
 	struct peer *p = peer_get(h, from);
 	char addr[ADDR_STRLEN];
 	bool created = false;
 
-	if (version == NULL || strcmp(version, l->cfg.protocol_version) != 0) {
+	if (jm->version == NULL || strcmp(jm->version, l->cfg.protocol_version) != 0) {
 		char reason[512];
 
 		snprintf(reason, sizeof(reason),
 			 "Multiplayer version mismatch: you have %s; the host has %s. Install the "
 			 "same multiplayer version on both sides.",
-			 version != NULL ? version : "unknown (older build)",
+			 jm->version != NULL ? jm->version : "unknown (older build)",
 			 l->cfg.protocol_version);
 		send_reject(l, from, reason, false);
 		log_info("reject peer=%s reason=version theirs=\"%s\"",
-			 addr_str(from, addr, sizeof(addr)), version != NULL ? version : "-");
+			 addr_str(from, addr, sizeof(addr)),
+			 jm->version != NULL ? jm->version : "-");
 		return;
 	}
 	if (p == NULL) {
@@ -414,23 +393,28 @@ static void do_join(struct lobby_host *h, const struct addr *from, struct json_o
 			return;
 		}
 		p->addr = *from;
-		p->company = free_company(h);
+		p->company = 0;
 		p->started = false;
 		created = true;
 		h->joins++;
 	}
 	p->last_ms = ev_now(l->loop);
-	if (created || name == NULL || strcmp(name, p->name) != 0) {
+	if (created || jm->name == NULL || strcmp(jm->name, p->name) != 0) {
 		char fresh[sizeof(p->name)];
 
-		unique_name(h, name != NULL ? name : "", p, fresh, sizeof(fresh));
+		unique_name(h, jm->name != NULL ? jm->name : "", p, fresh, sizeof(fresh));
 		snprintf(p->name, sizeof(p->name), "%s", fresh);
 	}
-	p->mesh = lobby_msg_bool(o, "mesh", false);
-	if (profile != NULL)
-		snprintf(p->profile, sizeof(p->profile), "%s", profile);
-	log_info("join peer=%s name=\"%s\" new=%d players=%zu", addr_str(from, addr, sizeof(addr)),
-		 p->name, created, htab_count(h->peers) + 1);
+	if (created) {
+		p->company = assign_company(h, p);
+		remember(h, p->name, p->company);
+	}
+	p->mesh = jm->mesh;
+	if (jm->profile != NULL)
+		snprintf(p->profile, sizeof(p->profile), "%s", jm->profile);
+	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
+		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company,
+		 htab_count(h->peers) + 1);
 	send_welcome(h, p);
 	roster_changed(h);
 	lobby_rv_peer_seen(l, from);
@@ -446,54 +430,58 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 	roster_changed(h);
 }
 
-static void on_message(struct lobby_host *h, struct peer *p, const struct addr *from,
-		       struct json_object *o, const char *t)
+static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_msg *m, bool sealed)
 {
-	struct lobby *l = h->l;
+	struct lobby_host *h = host_of(l);
+	struct peer *p = peer_get(h, from);
+	char clean[CHAT_CHARS * 4 + 1];
 
-	if (strcmp(t, "join") == 0) {
-		do_join(h, from, o);
+	(void)sealed;
+	if (m->type == LOBBY_MSG_JOIN) {
+		do_join(h, from, &m->join);
 		return;
 	}
 	if (p == NULL)
 		return; /* everything else needs a joined peer */
-	if (strcmp(t, "ping") == 0) {
-		/* last_ms is refreshed by every authenticated frame */
-	} else if (strcmp(t, "chat") == 0) {
-		const char *text = lobby_msg_str(o, "text");
-		char clean[CHAT_CHARS * 4 + 1];
-
-		if (text == NULL)
+	switch (m->type) {
+	case LOBBY_MSG_PING:
+		/* last_ms is refreshed by every authenticated payload */
+		return;
+	case LOBBY_MSG_CHAT:
+		if (m->chat.text == NULL)
 			return;
-		lobby_msg_clean(text, CHAT_CHARS, clean, sizeof(clean));
+		lobby_msg_clean(m->chat.text, CHAT_CHARS, clean, sizeof(clean));
 		if (clean[0] != '\0')
 			send_chat(h, p->name, clean);
-	} else if (strcmp(t, "leave") == 0) {
+		return;
+	case LOBBY_MSG_LEAVE:
 		drop_peer(h, p, "left");
-	} else if (strcmp(t, "stage") == 0) {
-		const char *text = lobby_msg_str(o, "text");
-
-		lobby_msg_clean(text != NULL ? text : "", STAGE_CHARS, p->stage, sizeof(p->stage));
+		return;
+	case LOBBY_MSG_STAGE:
+		lobby_msg_clean(m->stage != NULL ? m->stage : "", STAGE_CHARS, p->stage,
+				sizeof(p->stage));
 		roster_changed(h);
-	} else if (strcmp(t, "company") == 0) {
-		const char *who = lobby_msg_str(o, "player");
-		long long id = lobby_msg_int(o, "id", 0);
-
+		return;
+	case LOBBY_MSG_COMPANY:
 		/* A joiner may set its own company only. */
-		if (who != NULL && strcmp(who, p->name) == 0 && id >= 1 && id <= LOBBY_CAP) {
-			p->company = (int)id;
+		if (m->company.player != NULL && strcmp(m->company.player, p->name) == 0 &&
+		    m->company.id >= 1 && m->company.id <= LOBBY_CAP) {
+			p->company = (int)m->company.id;
+			remember(h, p->name, p->company);
 			roster_changed(h);
 		}
+		return;
+	default:
+		/* Mesh, log and transfer messages: later capabilities. */
+		return;
 	}
-	(void)l;
 }
 
-/* ---- the socket's handlers ---- */
+/* ---- the socket ---- */
 
-static void on_frame(struct lobby *l, const struct addr *from, uint8_t type, const uint8_t *payload,
-		     size_t len)
+static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const uint8_t *payload,
+		   size_t len)
 {
-	struct lobby_host *h = l->host;
 	struct peer *p;
 
 	switch (type) {
@@ -502,7 +490,7 @@ static void on_frame(struct lobby *l, const struct addr *from, uint8_t type, con
 		lobby_net_send_ctl(l->net, from, NP1_ACK, payload, len);
 		return;
 	case NP1_KEEPALIVE:
-		p = peer_get(h, from);
+		p = peer_get(host_of(l), from);
 		if (p != NULL)
 			p->last_ms = ev_now(l->loop);
 		return;
@@ -511,44 +499,52 @@ static void on_frame(struct lobby *l, const struct addr *from, uint8_t type, con
 	}
 }
 
-static void on_app(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
-		   bool sealed)
+static bool on_payload(struct lobby *l, const struct addr *from, bool sealed)
 {
-	struct lobby_host *h = l->host;
-	struct peer *p = peer_get(h, from);
-	struct json_object *o;
-	const char *t;
+	struct peer *p;
 
 	/* In a sealed session nothing plain is accepted from joiners. */
 	if (l->sealer != NULL && !sealed)
-		return;
+		return false;
+	p = peer_get(host_of(l), from);
 	if (p != NULL)
 		p->last_ms = ev_now(l->loop);
 	lobby_rv_peer_seen(l, from);
-	if (len == 0)
-		return;
-	if (app[0] == 'g') {
-		if (p == NULL || len > GAME_FRAME_MAX + 1)
+	return true;
+}
+
+/* A game frame to every joiner but one (NULL: all), sealed once. */
+static void frame_to_joiners(struct lobby_host *h, const struct peer *except, const uint8_t *frame,
+			     size_t len)
+{
+	int dlen = 0;
+
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		if (p == except)
+			continue;
+		if (dlen == 0 && (dlen = lobby_net_frame_build(h->l, frame, len)) < 0)
 			return;
-		lobby_game_deliver(l, app + 1, len - 1);
-		/* A star joiner's frame goes on to every other joiner. */
-		for (struct peer *q = htab_oldest(h->peers); q != NULL;
-		     q = htab_newer(h->peers, q)) {
-			if (q != p)
-				lobby_net_send_app(l, &q->addr, app, len);
-		}
-		return;
+		lobby_net_frame_send(h->l, &p->addr, (size_t)dlen);
 	}
-	o = lobby_msg_parse(app, len, &t);
-	if (o == NULL)
+}
+
+static void on_game(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
+		    bool sealed)
+{
+	struct lobby_host *h = host_of(l);
+	struct peer *p = peer_get(h, from);
+
+	(void)sealed;
+	if (p == NULL)
 		return;
-	on_message(h, p, from, o, t);
-	json_object_put(o);
+	lobby_game_deliver(l, frame, len);
+	/* A star joiner's frame goes on to every other joiner. */
+	frame_to_joiners(h, p, frame, len);
 }
 
 static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
 {
-	struct lobby_host *h = l->host;
+	struct lobby_host *h = host_of(l);
 	struct addr_key k;
 	long long *last, now = ev_now(l->loop);
 
@@ -560,9 +556,9 @@ static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
 	last = htab_get(h->rejects, &k);
 	if (last == NULL) {
 		last = htab_insert(h->rejects, &k, true, NULL);
-		*last = now - REJECT_EVERY_MS;
+		*last = now - LOBBY_REJECT_EVERY_MS;
 	}
-	if (now - *last < REJECT_EVERY_MS)
+	if (now - *last < LOBBY_REJECT_EVERY_MS)
 		return;
 	*last = now;
 	htab_touch(h->rejects, last);
@@ -576,9 +572,9 @@ static void on_heal(struct ev_timer *t, void *arg)
 {
 	struct lobby_host *h = arg;
 
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
 		send_roster_to(h, p);
-	ev_timer_start(h->l->loop, t, ROSTER_HEAL_MS, on_heal, h);
+	ev_timer_start(h->l->loop, t, LOBBY_ROSTER_HEAL_MS, on_heal, h);
 }
 
 static void on_sweep(struct ev_timer *t, void *arg)
@@ -590,97 +586,96 @@ static void on_sweep(struct ev_timer *t, void *arg)
 	while (p != NULL) {
 		struct peer *next = htab_newer(h->peers, p);
 
-		if (now - p->last_ms > DROP_AFTER_MS)
+		if (now - p->last_ms > LOBBY_DROP_AFTER_MS)
 			drop_peer(h, p, "silent");
 		p = next;
 	}
 	ev_timer_start(h->l->loop, t, 1000, on_sweep, h);
 }
 
-/* ---- commands from the game (lobby_in.jsonl) ---- */
+/* ---- the game side ---- */
 
 static void start_game(struct lobby_host *h)
 {
 	struct lobby *l = h->l;
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_msg m;
+	struct lobby_event e = {.type = LOBBY_EV_START, .start = {false, false}};
 
 	h->started = true;
 	h->start_save = false;
-	lobby_msg_begin(&j, &b, "start");
-	pyjson_key(&j, "save");
-	pyjson_bool(&j, false);
-	lobby_msg_end(&j);
-	for (int k = 0; k < CHAT_BURST; k++) {
-		for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
-			lobby_msg_send(l, &p->addr, &b);
-	}
-	strbuf_release(&b);
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
+	lobby_msg_init(&m, LOBBY_MSG_START);
+	m.start.save = false;
+	burst(h, &m);
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
 		p->started = true;
-	strbuf_init(&b, 256);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "start");
-	pyjson_key(&j, "save");
-	pyjson_bool(&j, false);
-	pyjson_obj_end(&j);
-	lobby_ipc_event(l, &b);
-	strbuf_release(&b);
+	lobby_ipc_emit(l, &e);
 	lobby_ipc_state(l, "started", json_object_new_boolean(true));
 	log_info("start save=false players=%zu", htab_count(h->peers) + 1);
 }
 
-void lobby_host_command(struct lobby *l, const char *cmd, struct json_object *o)
+static void quit(struct lobby *l)
 {
-	struct lobby_host *h = l->host;
+	struct lobby_host *h = host_of(l);
+	struct lobby_msg m;
 
-	if (strcmp(cmd, "quit") == 0) {
-		lobby_host_quit(l);
-	} else if (!h->ready) {
+	if (l->stopping)
+		return;
+	lobby_msg_init(&m, LOBBY_MSG_BYE);
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
+		lobby_net_send_msg(l, &p->addr, &m);
+	lobby_ipc_status(l, "waiting", "lobby closed");
+	lobby_exit(l, 0);
+}
+
+static void command(struct lobby *l, const struct lobby_cmd *c)
+{
+	struct lobby_host *h = host_of(l);
+	char clean[CHAT_CHARS * 4 + 1], fresh[sizeof(h->name)];
+
+	if (c->type == LOBBY_CMD_QUIT) {
+		quit(l);
+		return;
+	}
+	if (!h->ready)
 		return; /* before the code is made, only quit */
-	} else if (strcmp(cmd, "chat") == 0) {
-		const char *text = lobby_msg_str(o, "text");
-		char clean[CHAT_CHARS * 4 + 1];
-
-		lobby_msg_clean(text != NULL ? text : "", CHAT_CHARS, clean, sizeof(clean));
+	switch (c->type) {
+	case LOBBY_CMD_CHAT:
+		lobby_msg_clean(c->text != NULL ? c->text : "", CHAT_CHARS, clean, sizeof(clean));
 		if (clean[0] != '\0')
 			send_chat(h, h->name, clean);
-	} else if (strcmp(cmd, "name") == 0) {
-		const char *name = lobby_msg_str(o, "name");
-		char fresh[sizeof(h->name)];
-
+		return;
+	case LOBBY_CMD_NAME:
 		h->name[0] = '\0';
-		unique_name(h, name != NULL ? name : "", NULL, fresh, sizeof(fresh));
+		unique_name(h, c->name != NULL ? c->name : "", NULL, fresh, sizeof(fresh));
 		snprintf(h->name, sizeof(h->name), "%s", fresh);
 		lobby_ipc_state(l, "you", json_object_new_string(h->name));
 		roster_changed(h);
-	} else if (strcmp(cmd, "stage") == 0) {
-		const char *text = lobby_msg_str(o, "text");
-
-		lobby_msg_clean(text != NULL ? text : "", STAGE_CHARS, h->stage, sizeof(h->stage));
+		return;
+	case LOBBY_CMD_STAGE:
+		lobby_msg_clean(c->text != NULL ? c->text : "", STAGE_CHARS, h->stage,
+				sizeof(h->stage));
 		roster_changed(h);
-	} else if (strcmp(cmd, "company") == 0) {
-		const char *who = lobby_msg_str(o, "player");
-		long long id = lobby_msg_int(o, "id", 0);
-
-		if (who == NULL || id < 1 || id > LOBBY_CAP)
+		return;
+	case LOBBY_CMD_COMPANY:
+		if (c->company.player == NULL || c->company.id < 1 || c->company.id > LOBBY_CAP)
 			return;
-		if (strcmp(who, h->name) == 0) {
-			h->company = (int)id;
+		if (strcmp(c->company.player, h->name) == 0) {
+			h->company = (int)c->company.id;
 		} else {
-			for (struct peer *p = htab_oldest(h->peers); p != NULL;
-			     p = htab_newer(h->peers, p)) {
-				if (strcmp(p->name, who) == 0)
-					p->company = (int)id;
+			for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+				if (strcmp(p->name, c->company.player) == 0) {
+					p->company = (int)c->company.id;
+					remember(h, p->name, p->company);
+				}
 			}
 		}
 		roster_changed(h);
-	} else if (strcmp(cmd, "publish") == 0) {
-		lobby_rv_publish(l, lobby_msg_bool(o, "on", false));
-	} else if (strcmp(cmd, "start") == 0) {
-		if (lobby_msg_str(o, "save") != NULL) {
+		return;
+	case LOBBY_CMD_PUBLISH:
+		lobby_rv_publish(l, c->on);
+		return;
+	case LOBBY_CMD_START:
+		if (c->start.save != NULL) {
 			/* XXX: the save transfer is the next capability. */
 			lobby_ipc_status(l, "failed",
 					 "starting with a save needs the save transfer, which this "
@@ -688,29 +683,16 @@ void lobby_host_command(struct lobby *l, const char *cmd, struct json_object *o)
 			return;
 		}
 		start_game(h);
-	} else {
-		log_debug("ipc-command-ignored cmd=%s", cmd);
+		return;
+	default:
+		log_debug("ipc-command-ignored cmd=%s", c->cmd);
+		return;
 	}
 }
 
-void lobby_host_game_frame(struct lobby *l, const uint8_t *frame, size_t len)
+static void game_frame(struct lobby *l, const uint8_t *frame, size_t len)
 {
-	struct lobby_host *h = l->host;
-
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
-		lobby_net_send_app(l, &p->addr, frame, len);
-}
-
-void lobby_host_quit(struct lobby *l)
-{
-	struct lobby_host *h = l->host;
-
-	if (l->stopping)
-		return;
-	for (struct peer *p = htab_oldest(h->peers); p != NULL; p = htab_newer(h->peers, p))
-		send_simple(l, &p->addr, "bye");
-	lobby_ipc_status(l, "waiting", "lobby closed");
-	lobby_exit(l, 0);
+	frame_to_joiners(host_of(l), NULL, frame, len);
 }
 
 /* ---- start ---- */
@@ -721,8 +703,8 @@ static void observed(struct lobby *l, void *arg)
 	struct joincode c = *lobby_observe_profile(l);
 	char err[128], detail[64];
 	uint8_t key[SEAL_KEY_LEN], tl[16];
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_event code_ev = {.type = LOBBY_EV_CODE},
+			   tl_ev = {.type = LOBBY_EV_TRANSPORT_LOBBY};
 	int r;
 
 	c.has_secret = true;
@@ -751,37 +733,15 @@ static void observed(struct lobby *l, void *arg)
 	/* Only the host prints CODE= on stdout. */
 	printf("CODE=%s\n", h->code);
 	fflush(stdout);
-	strbuf_init(&b, 1024);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "code");
-	pyjson_key(&j, "code");
-	pyjson_cstr(&j, h->code);
-	pyjson_key(&j, "steam");
-	pyjson_cstr(&j, "");
-	pyjson_key(&j, "crossplay");
-	pyjson_bool(&j, false);
-	pyjson_key(&j, "cross_code");
-	pyjson_cstr(&j, "");
-	pyjson_obj_end(&j);
-	lobby_ipc_event(l, &b);
-	strbuf_release(&b);
-	strbuf_init(&b, 256);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "transport_lobby");
-	pyjson_key(&j, "epoch");
-	pyjson_cstr(&j, h->transport_lobby);
-	pyjson_obj_end(&j);
-	lobby_ipc_event(l, &b);
-	strbuf_release(&b);
+	code_ev.code.code = h->code;
+	lobby_ipc_emit(l, &code_ev);
+	tl_ev.epoch = h->transport_lobby;
+	lobby_ipc_emit(l, &tl_ev);
 	lobby_ipc_state(l, "code", json_object_new_string(h->code));
 	lobby_ipc_state(l, "you", json_object_new_string(h->name));
 	lobby_ipc_state(l, "host", json_object_new_string(h->name));
 	lobby_ipc_state(l, "lobby", json_object_new_string(l->cfg.lobby_name));
-	lobby_ipc_state(l, "mode", json_object_new_string(h->mode));
+	lobby_ipc_state(l, "mode", json_object_new_string(mode_name(h)));
 	lobby_ipc_state(l, "started", json_object_new_boolean(false));
 	roster_local(h);
 	snprintf(detail, sizeof(detail), "lobby ready on %u", lobby_net_port(l->net));
@@ -791,69 +751,74 @@ static void observed(struct lobby *l, void *arg)
 	lobby_rv_host_start(l);
 	if (l->cfg.public_)
 		lobby_rv_publish(l, true);
-	ev_timer_start(l->loop, &h->heal, ROSTER_HEAL_MS, on_heal, h);
+	ev_timer_start(l->loop, &h->heal, LOBBY_ROSTER_HEAL_MS, on_heal, h);
 	ev_timer_start(l->loop, &h->sweep, 1000, on_sweep, h);
 }
 
-const char *lobby_host_code(const struct lobby *l)
+static bool advert(const struct lobby *l, struct lobby_advert *out)
 {
-	return l->host != NULL ? l->host->code : "";
+	const struct lobby_host *h = host_of(l);
+
+	if (h == NULL || h->code[0] == '\0')
+		return false;
+	out->code = h->code;
+	out->players = htab_count(h->peers) + 1;
+	out->type = "host";
+	return true;
 }
 
-size_t lobby_host_players(const struct lobby *l)
+static void host_free(struct lobby *l)
 {
-	return l->host != NULL ? htab_count(l->host->peers) + 1 : 0;
+	struct lobby_host *h = host_of(l);
+
+	if (h == NULL)
+		return;
+	ev_timer_stop(l->loop, &h->heal);
+	ev_timer_stop(l->loop, &h->sweep);
+	htab_free(h->peers);
+	htab_free(h->rejects);
+	free(h);
+	l->role_data = NULL;
 }
 
-static const struct lobby_net_handlers handlers = {on_frame, on_app, on_bad_seal};
-
-const struct lobby_net_handlers *lobby_host_handlers(void)
-{
-	return &handlers;
-}
-
-int lobby_host_start(struct lobby *l)
+static int start(struct lobby *l, const struct joincode *code)
 {
 	struct lobby_host *h = calloc(1, sizeof(*h));
 	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 29471;
-	int r;
 
+	(void)code;
 	if (h == NULL)
 		return -ENOMEM;
 	h->l = l;
+	l->role_data = h;
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->sweep);
 	h->peers = htab_new(LOBBY_CAP, sizeof(struct addr_key), sizeof(struct peer));
 	h->rejects = htab_new(REJECT_TRACK, sizeof(struct addr_key), sizeof(long long));
-	if (h->peers == NULL || h->rejects == NULL) {
-		lobby_host_free(h);
+	if (h->peers == NULL || h->rejects == NULL)
 		return -ENOMEM;
-	}
 	lobby_msg_clean(l->cfg.name, LOBBY_NAME_MAX, h->name, sizeof(h->name));
 	if (h->name[0] == '\0')
 		snprintf(h->name, sizeof(h->name), "player");
 	h->company = HOST_COMPANY;
-	snprintf(h->mode, sizeof(h->mode), "%s", l->cfg.companies ? "companies" : "coop");
-	l->host = h;
+	h->companies_mode = l->cfg.companies;
 	l->has_secret = true;
 	randombytes_buf(l->secret, sizeof(l->secret));
-	r = lobby_net_new(l, port, &handlers);
-	if (r < 0) {
-		errno = -r;
-		log_warn("listen-fail port=%u", port);
-		return r;
-	}
-	lobby_ipc_status(l, "waiting", "observing NAT");
-	return lobby_observe_start(l, true, observed, h);
+	return lobby_observe_open(l, port, true, "waiting", observed, h);
 }
 
-void lobby_host_free(struct lobby_host *h)
-{
-	if (h == NULL)
-		return;
-	ev_timer_stop(h->l->loop, &h->heal);
-	ev_timer_stop(h->l->loop, &h->sweep);
-	htab_free(h->peers);
-	htab_free(h->rejects);
-	free(h);
-}
+const struct lobby_role lobby_host_role = {
+	.name = "host",
+	.bind_as = 'H',
+	.start = start,
+	.free = host_free,
+	.on_ctl = on_ctl,
+	.on_payload = on_payload,
+	.on_msg = on_msg,
+	.on_game = on_game,
+	.on_bad_seal = on_bad_seal,
+	.command = command,
+	.game_frame = game_frame,
+	.quit = quit,
+	.advert = advert,
+};

@@ -17,15 +17,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "jsonp.h"
 #include "lobby.h"
 #include "log.h"
-#include "pyjson.h"
 #include "statefile.h"
 #include "strbuf.h"
 
 #define TAIL_EVERY_MS  (100)
 #define LINE_MAX_BYTES (64 * 1024)
+/* An event line: a roster of 200 players with their stages is ~60 KB. */
+#define EVENT_MAX (256 * 1024)
 
 struct lobby_ipc {
 	struct lobby *l;
@@ -40,19 +40,27 @@ struct lobby_ipc {
 	struct log_ratelimit warn;
 };
 
-void lobby_ipc_event(struct lobby *l, struct strbuf *b)
+void lobby_ipc_emit(struct lobby *l, const struct lobby_event *e)
 {
 	struct lobby_ipc *i = l->ipc;
+	struct strbuf b;
 	unsigned long sup;
 
-	if (i == NULL || b->bad || b->p == NULL)
+	if (i == NULL)
 		return;
-	strbuf_append(b, "\n", 1);
-	if (write(i->out_fd, b->p, b->len) != (ssize_t)b->len &&
+	strbuf_init(&b, EVENT_MAX);
+	if (lobby_event_encode(e, &b) < 0 || b.p == NULL) {
+		if (log_ratelimit_ok(&i->warn, ev_now(l->loop), 10000, &sup))
+			log_warnx("ipc-event-too-big file=%s limit=%d suppressed=%lu", i->out_path,
+				  EVENT_MAX, sup);
+		strbuf_release(&b);
+		return;
+	}
+	strbuf_append(&b, "\n", 1);
+	if (write(i->out_fd, b.p, b.len) != (ssize_t)b.len &&
 	    log_ratelimit_ok(&i->warn, ev_now(l->loop), 10000, &sup))
 		log_warn("ipc-write-fail file=%s suppressed=%lu", i->out_path, sup);
-	b->len--;
-	b->p[b->len] = '\0';
+	strbuf_release(&b);
 }
 
 static void write_state(struct lobby_ipc *i)
@@ -80,22 +88,10 @@ void lobby_ipc_state(struct lobby *l, const char *key, struct json_object *value
 
 void lobby_ipc_status(struct lobby *l, const char *state, const char *detail)
 {
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_event e = {.type = LOBBY_EV_STATUS, .status = {state, detail}};
 
 	log_info("status state=%s detail=\"%s\"", state, detail);
-	strbuf_init(&b, 4096);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "status");
-	pyjson_key(&j, "state");
-	pyjson_cstr(&j, state);
-	pyjson_key(&j, "detail");
-	pyjson_cstr(&j, detail);
-	pyjson_obj_end(&j);
-	lobby_ipc_event(l, &b);
-	strbuf_release(&b);
+	lobby_ipc_emit(l, &e);
 	if (l->ipc != NULL) {
 		json_object_object_add(l->ipc->state, "state", json_object_new_string(state));
 		json_object_object_add(l->ipc->state, "detail", json_object_new_string(detail));
@@ -106,29 +102,20 @@ void lobby_ipc_status(struct lobby *l, const char *state, const char *detail)
 static void command(struct lobby_ipc *i, const char *line, size_t len)
 {
 	struct lobby *l = i->l;
-	struct json_object *o, *f;
+	struct lobby_cmd c;
 	char err[96];
+	int r = lobby_cmd_decode(line, len, &c, err, sizeof(err));
 
-	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
-		len--;
-	if (len == 0)
-		return;
-	if (jsonp_parse(line, len, 16, &o, err, sizeof(err)) < 0) {
+	if (r == -ENODATA)
+		return; /* a blank line */
+	if (r < 0) {
 		log_warnx("ipc-bad-command file=%s error=\"%s\"", i->in_path, err);
 		return;
 	}
-	if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "cmd", &f) ||
-	    !json_object_is_type(f, json_type_string)) {
-		log_warnx("ipc-bad-command file=%s error=\"no cmd\"", i->in_path);
-		json_object_put(o);
-		return;
-	}
-	log_debug("ipc-command cmd=%s", json_object_get_string(f));
-	if (l->host != NULL)
-		lobby_host_command(l, json_object_get_string(f), o);
-	else if (l->join != NULL)
-		lobby_join_command(l, json_object_get_string(f), o);
-	json_object_put(o);
+	log_debug("ipc-command cmd=%s", c.cmd);
+	if (l->role != NULL && l->role->command != NULL)
+		l->role->command(l, &c);
+	lobby_cmd_release(&c);
 }
 
 static void on_tail(struct ev_timer *t, void *arg)

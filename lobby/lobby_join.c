@@ -1,5 +1,5 @@
 /*
- * The joiner (netpunch-wire.md §1.1, §1.3, §7).
+ * The joiner (netpunch-wire.md §1.1, §1.3, §7), the role lobby_join_role.
  *
  * Decode the host's code (done by main, the locked kind on the worker),
  * derive the session's sealer, observe ourselves (STUN, no UPnP) so the
@@ -7,9 +7,9 @@
  * every candidate (and to late ones: a relay port) until an ACK echoes the
  * token. Then join, re-sent with every ping until the host's welcome, whose
  * version must be ours exactly; afterwards pings every 3 s, keepalives
- * every 15 s, the host declared gone after 12 s of silence. Only three
- * kinds of plain frames are looked at in a sealed session: none but a
- * well-formed reject.
+ * every 15 s, the host declared gone after 12 s of silence. In a sealed
+ * session the only plain payload lobby_net lets through is a well-formed
+ * reject.
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -22,7 +22,6 @@
 #include "frame.h"
 #include "lobby.h"
 #include "log.h"
-#include "pyjson.h"
 #include "seal.h"
 #include "strbuf.h"
 
@@ -49,11 +48,16 @@ struct lobby_join {
 	uint64_t hellos, frames_to_host;
 };
 
+static struct lobby_join *join_of(const struct lobby *l)
+{
+	return l->role_data;
+}
+
 /* ---- helpers ---- */
 
 static void fail(struct lobby *l, const char *detail, int status)
 {
-	struct lobby_join *j = l->join;
+	struct lobby_join *j = join_of(l);
 
 	if (j->done)
 		return;
@@ -66,41 +70,28 @@ static void fail(struct lobby *l, const char *detail, int status)
 static void send_join(struct lobby_join *j, bool batches)
 {
 	struct lobby *l = j->l;
-	struct strbuf b;
-	struct pyjson pj;
+	struct lobby_msg m;
 
-	lobby_msg_begin(&pj, &b, "join");
-	pyjson_key(&pj, "version");
-	pyjson_cstr(&pj, l->cfg.protocol_version);
-	pyjson_key(&pj, "name");
-	pyjson_cstr(&pj, l->cfg.name);
-	/* Mesh links are a later capability: we join as a star joiner. */
-	pyjson_key(&pj, "mesh");
-	pyjson_bool(&pj, false);
-	pyjson_key(&pj, "recovery");
-	pyjson_int(&pj, 0);
-	if (batches) {
-		pyjson_key(&pj, "batches");
-		pyjson_int(&pj, 1);
-	}
-	if (j->profile[0] != '\0') {
-		pyjson_key(&pj, "profile");
-		pyjson_cstr(&pj, j->profile);
-	}
-	lobby_msg_end(&pj);
-	lobby_msg_send(l, &j->host, &b);
-	strbuf_release(&b);
+	lobby_msg_init(&m, LOBBY_MSG_JOIN);
+	m.join = (struct lobby_msg_join){
+		.version = l->cfg.protocol_version,
+		.name = l->cfg.name,
+		/* Mesh links are a later capability: we join as a star joiner. */
+		.mesh = false,
+		.recovery = 0,
+		.has_batches = batches,
+		.batches = 1,
+		.profile = j->profile[0] != '\0' ? j->profile : NULL,
+	};
+	lobby_net_send_msg(l, &j->host, &m);
 }
 
-static void send_simple(struct lobby_join *j, const char *t)
+static void send_simple(struct lobby_join *j, enum lobby_msg_type type)
 {
-	struct strbuf b;
-	struct pyjson pj;
+	struct lobby_msg m;
 
-	lobby_msg_begin(&pj, &b, t);
-	lobby_msg_end(&pj);
-	lobby_msg_send(j->l, &j->host, &b);
-	strbuf_release(&b);
+	lobby_msg_init(&m, type);
+	lobby_net_send_msg(j->l, &j->host, &m);
 }
 
 /* ---- the race ---- */
@@ -116,12 +107,13 @@ static void on_hello(struct ev_timer *t, void *arg)
 		lobby_net_send_ctl(l->net, &j->targets[i], NP1_HELLO, j->token, sizeof(j->token));
 		j->hellos++;
 	}
-	ev_timer_start(l->loop, t, HELLO_INTERVAL_MS, on_hello, j);
+	ev_timer_start(l->loop, t, LOBBY_HELLO_INTERVAL_MS, on_hello, j);
 }
 
-void lobby_join_add_target(struct lobby *l, const struct addr *a)
+/* A dial target found late: the relay port the master offered. */
+static void relay_offered(struct lobby *l, const struct addr *a)
 {
-	struct lobby_join *j = l->join;
+	struct lobby_join *j = join_of(l);
 	char s[ADDR_STRLEN];
 
 	if (j == NULL || j->connected)
@@ -141,7 +133,7 @@ static void on_keepalive(struct ev_timer *t, void *arg)
 	struct lobby_join *j = arg;
 
 	lobby_net_send_ctl(j->l->net, &j->host, NP1_KEEPALIVE, j->token, sizeof(j->token));
-	ev_timer_start(j->l->loop, t, KEEPALIVE_MS, on_keepalive, j);
+	ev_timer_start(j->l->loop, t, LOBBY_KEEPALIVE_MS, on_keepalive, j);
 }
 
 static void on_ping(struct ev_timer *t, void *arg)
@@ -151,8 +143,8 @@ static void on_ping(struct ev_timer *t, void *arg)
 	/* join goes again with every ping until the welcome. */
 	if (!j->welcomed)
 		send_join(j, true);
-	send_simple(j, "ping");
-	ev_timer_start(j->l->loop, t, PING_INTERVAL_MS, on_ping, j);
+	send_simple(j, LOBBY_MSG_PING);
+	ev_timer_start(j->l->loop, t, LOBBY_PING_INTERVAL_MS, on_ping, j);
 }
 
 static void connected(struct lobby_join *j, const struct addr *from)
@@ -168,9 +160,9 @@ static void connected(struct lobby_join *j, const struct addr *from)
 		 j->connected_ms - j->start_ms, (unsigned long long)j->hellos);
 	lobby_ipc_status(l, "connecting", "checking multiplayer version...");
 	send_join(j, true);
-	send_simple(j, "ping");
-	ev_timer_start(l->loop, &j->ping, PING_INTERVAL_MS, on_ping, j);
-	ev_timer_start(l->loop, &j->keepalive, KEEPALIVE_MS, on_keepalive, j);
+	send_simple(j, LOBBY_MSG_PING);
+	ev_timer_start(l->loop, &j->ping, LOBBY_PING_INTERVAL_MS, on_ping, j);
+	ev_timer_start(l->loop, &j->keepalive, LOBBY_KEEPALIVE_MS, on_keepalive, j);
 }
 
 static void on_watch(struct ev_timer *t, void *arg)
@@ -185,14 +177,14 @@ static void on_watch(struct ev_timer *t, void *arg)
 			return;
 		}
 	} else if (!j->welcomed) {
-		if (now - j->connected_ms >= VERSION_WAIT_MS) {
+		if (now - j->connected_ms >= LOBBY_VERSION_WAIT_MS) {
 			fail(l,
 			     "Host did not confirm a compatible multiplayer version. Install the "
 			     "same version on both sides.",
 			     1);
 			return;
 		}
-	} else if (now - j->last_host_ms > HOST_GONE_AFTER_MS) {
+	} else if (now - j->last_host_ms > LOBBY_HOST_GONE_AFTER_MS) {
 		fail(l, "host unreachable", 1);
 		return;
 	}
@@ -201,10 +193,9 @@ static void on_watch(struct ev_timer *t, void *arg)
 
 /* ---- what comes from the host ---- */
 
-static bool version_ok(struct lobby_join *j, struct json_object *o)
+static bool version_ok(struct lobby_join *j, const char *v)
 {
 	struct lobby *l = j->l;
-	const char *v = lobby_msg_str(o, "version");
 	char msg[512];
 
 	if (v != NULL && strcmp(v, l->cfg.protocol_version) == 0)
@@ -213,114 +204,56 @@ static bool version_ok(struct lobby_join *j, struct json_object *o)
 		 "Multiplayer version mismatch: you have %s; the other side has %s. Install the "
 		 "same multiplayer version on both sides.",
 		 l->cfg.protocol_version, v != NULL ? v : "unknown (older build)");
-	send_simple(j, "leave");
+	send_simple(j, LOBBY_MSG_LEAVE);
 	fail(l, msg, 1);
 	return false;
 }
 
 static void emit_transport_lobby(struct lobby_join *j, const char *tl)
 {
-	struct strbuf b;
-	struct pyjson pj;
+	struct lobby_event e = {.type = LOBBY_EV_TRANSPORT_LOBBY};
 
 	if (tl == NULL || strlen(tl) != 32 || strcmp(tl, j->transport_lobby) == 0)
 		return;
 	snprintf(j->transport_lobby, sizeof(j->transport_lobby), "%s", tl);
-	strbuf_init(&b, 256);
-	pyjson_init(&pj, &b);
-	pyjson_obj_begin(&pj);
-	pyjson_key(&pj, "type");
-	pyjson_cstr(&pj, "transport_lobby");
-	pyjson_key(&pj, "epoch");
-	pyjson_cstr(&pj, tl);
-	pyjson_obj_end(&pj);
-	lobby_ipc_event(j->l, &b);
-	strbuf_release(&b);
+	e.epoch = j->transport_lobby;
+	lobby_ipc_emit(j->l, &e);
 }
 
-/* A JSON value re-written as Python would write it (for roster fields we
- * pass through). */
-static void put_value(struct pyjson *pj, struct json_object *v)
-{
-	if (v == NULL) {
-		pyjson_null(pj);
-		return;
-	}
-	switch (json_object_get_type(v)) {
-	case json_type_null:
-		pyjson_null(pj);
-		break;
-	case json_type_boolean:
-		pyjson_bool(pj, json_object_get_boolean(v));
-		break;
-	case json_type_int:
-		pyjson_int(pj, json_object_get_int64(v));
-		break;
-	case json_type_double:
-		pyjson_float(pj, json_object_get_double(v));
-		break;
-	case json_type_string:
-		pyjson_str(pj, json_object_get_string(v), (size_t)json_object_get_string_len(v));
-		break;
-	case json_type_array:
-		pyjson_arr_begin(pj);
-		for (size_t i = 0; i < json_object_array_length(v); i++)
-			put_value(pj, json_object_array_get_idx(v, i));
-		pyjson_arr_end(pj);
-		break;
-	case json_type_object: {
-		pyjson_obj_begin(pj);
-		json_object_object_foreach(v, k, val)
-		{
-			pyjson_key(pj, k);
-			put_value(pj, val);
-		}
-		pyjson_obj_end(pj);
-		break;
-	}
-	}
-}
-
-static void put_field(struct pyjson *pj, struct json_object *o, const char *key)
-{
-	struct json_object *v = NULL;
-
-	pyjson_key(pj, key);
-	json_object_object_get_ex(o, key, &v);
-	put_value(pj, v);
-}
-
-static void roster_event(struct lobby_join *j, struct json_object *o)
+/* The roster event for the game beside us, when it changed. */
+static void roster_event(struct lobby_join *j, const struct lobby_msg_roster *r)
 {
 	struct lobby *l = j->l;
-	struct strbuf b;
-	struct pyjson pj;
+	struct lobby_event e = {.type = LOBBY_EV_ROSTER_JOIN};
+	struct lobby_event_roster *er = &e.roster;
 	struct json_object *players;
+	struct strbuf b;
 
+	er->players = r->players;
+	er->you = j->you;
+	er->host = r->host;
+	er->lobby = r->lobby;
+	er->companies = r->companies;
+	er->stages = r->stages;
+	er->has_relay = r->has_relay;
+	er->relay = r->relay;
+	er->letters = r->letters;
+	er->stored_age = r->stored_age;
+	er->stored_max = r->stored_max;
+	er->mode = r->mode;
 	strbuf_init(&b, 256 * 1024);
-	pyjson_init(&pj, &b);
-	pyjson_obj_begin(&pj);
-	pyjson_key(&pj, "type");
-	pyjson_cstr(&pj, "roster");
-	put_field(&pj, o, "players");
-	pyjson_key(&pj, "you");
-	pyjson_cstr(&pj, j->you);
-	put_field(&pj, o, "host");
-	put_field(&pj, o, "lobby");
-	put_field(&pj, o, "companies");
-	put_field(&pj, o, "stages");
-	put_field(&pj, o, "relay");
-	put_field(&pj, o, "letters");
-	put_field(&pj, o, "stored_age");
-	put_field(&pj, o, "stored_max");
-	put_field(&pj, o, "mode");
-	pyjson_obj_end(&pj);
-	if (!b.bad && (j->last_roster == NULL || strcmp(j->last_roster, b.p) != 0)) {
+	if (lobby_event_encode(&e, &b) == 0 &&
+	    (j->last_roster == NULL || strcmp(j->last_roster, b.p) != 0)) {
 		free(j->last_roster);
 		j->last_roster = strdup(b.p);
-		lobby_ipc_event(l, &b);
-		if (json_object_object_get_ex(o, "players", &players))
-			lobby_ipc_state(l, "players", json_object_get(players));
+		lobby_ipc_emit(l, &e);
+		if (!r->players.null) {
+			players = json_object_new_array();
+			for (size_t i = 0; i < r->players.n; i++)
+				json_object_array_add(players,
+						      json_object_new_string(r->players.v[i]));
+			lobby_ipc_state(l, "players", players);
+		}
 	}
 	strbuf_release(&b);
 }
@@ -335,95 +268,93 @@ static bool cid_seen(struct lobby_join *j, long long cid)
 	return false;
 }
 
-static void on_message(struct lobby_join *j, struct json_object *o, const char *t)
+/* welcome and roster: the version check (false: failed), who we are. */
+static bool on_welcome(struct lobby_join *j, const char *version, const char *you, const char *host,
+		       const char *tl)
 {
 	struct lobby *l = j->l;
 
+	if (!version_ok(j, version))
+		return false;
+	if (you != NULL)
+		snprintf(j->you, sizeof(j->you), "%s", you);
+	if (host != NULL)
+		snprintf(j->host_name, sizeof(j->host_name), "%s", host);
+	emit_transport_lobby(j, tl);
+	if (!j->welcomed) {
+		j->welcomed = true;
+		lobby_ipc_state(l, "you", json_object_new_string(j->you));
+		lobby_ipc_state(l, "host", json_object_new_string(j->host_name));
+		lobby_ipc_status(l, "connected", "joined the host");
+	}
+	return true;
+}
+
+static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_msg *m, bool sealed)
+{
+	struct lobby_join *j = join_of(l);
+	struct lobby_event e;
+
+	(void)from;
+	(void)sealed;
 	/* Before the version check only these four count. */
-	if (!j->welcomed && strcmp(t, "welcome") != 0 && strcmp(t, "roster") != 0 &&
-	    strcmp(t, "reject") != 0 && strcmp(t, "bye") != 0)
+	if (!j->welcomed && m->type != LOBBY_MSG_WELCOME && m->type != LOBBY_MSG_ROSTER &&
+	    m->type != LOBBY_MSG_REJECT && m->type != LOBBY_MSG_BYE)
 		return;
-	if (strcmp(t, "welcome") == 0 || strcmp(t, "roster") == 0) {
-		const char *you = lobby_msg_str(o, "you"), *host = lobby_msg_str(o, "host");
-
-		if (!version_ok(j, o))
-			return;
-		if (you != NULL)
-			snprintf(j->you, sizeof(j->you), "%s", you);
-		if (host != NULL)
-			snprintf(j->host_name, sizeof(j->host_name), "%s", host);
-		emit_transport_lobby(j, lobby_msg_str(o, "transport_lobby"));
-		if (!j->welcomed) {
-			j->welcomed = true;
-			lobby_ipc_state(l, "you", json_object_new_string(j->you));
-			lobby_ipc_state(l, "host", json_object_new_string(j->host_name));
-			lobby_ipc_status(l, "connected", "joined the host");
-		}
-		if (strcmp(t, "roster") == 0)
-			roster_event(j, o);
-	} else if (strcmp(t, "reject") == 0) {
-		const char *reason = lobby_msg_str(o, "reason");
-
-		fail(l, reason != NULL ? reason : "rejected", 1);
-	} else if (strcmp(t, "bye") == 0) {
+	switch (m->type) {
+	case LOBBY_MSG_WELCOME:
+		on_welcome(j, m->welcome.version, m->welcome.you, m->welcome.host,
+			   m->welcome.transport_lobby);
+		return;
+	case LOBBY_MSG_ROSTER:
+		/* A roster carries no "you": the welcome's stays. */
+		if (on_welcome(j, m->roster.version, NULL, m->roster.host,
+			       m->roster.transport_lobby))
+			roster_event(j, &m->roster);
+		return;
+	case LOBBY_MSG_REJECT:
+		fail(l, m->reject != NULL ? m->reject : "rejected", 1);
+		return;
+	case LOBBY_MSG_BYE:
 		fail(l, "host closed the lobby", 0);
-	} else if (strcmp(t, "chat") == 0) {
-		const char *from = lobby_msg_str(o, "from"), *text = lobby_msg_str(o, "text");
-		struct strbuf b;
-		struct pyjson pj;
-
-		if (from == NULL || text == NULL || cid_seen(j, lobby_msg_int(o, "cid", -1)))
+		return;
+	case LOBBY_MSG_CHAT:
+		if (m->chat.from == NULL || m->chat.text == NULL ||
+		    cid_seen(j, m->chat.has_cid ? m->chat.cid : -1))
 			return;
-		strbuf_init(&b, 8192);
-		pyjson_init(&pj, &b);
-		pyjson_obj_begin(&pj);
-		pyjson_key(&pj, "type");
-		pyjson_cstr(&pj, "chat");
-		pyjson_key(&pj, "from");
-		pyjson_cstr(&pj, from);
-		pyjson_key(&pj, "text");
-		pyjson_cstr(&pj, text);
-		pyjson_key(&pj, "ts");
-		pyjson_int(&pj, lobby_msg_int(o, "ts", 0));
-		pyjson_obj_end(&pj);
-		lobby_ipc_event(l, &b);
-		strbuf_release(&b);
-	} else if (strcmp(t, "start") == 0) {
-		struct strbuf b;
-		struct pyjson pj;
-
+		e = (struct lobby_event){.type = LOBBY_EV_CHAT,
+					 .chat = {m->chat.from, m->chat.text, true,
+						  m->chat.has_ts ? m->chat.ts : 0}};
+		lobby_ipc_emit(l, &e);
+		return;
+	case LOBBY_MSG_START:
 		/* save:true needs a save this session received: not yet. */
-		if (lobby_msg_bool(o, "save", false))
+		if (m->start.save)
 			return;
-		strbuf_init(&b, 256);
-		pyjson_init(&pj, &b);
-		pyjson_obj_begin(&pj);
-		pyjson_key(&pj, "type");
-		pyjson_cstr(&pj, "start");
-		pyjson_key(&pj, "save");
-		pyjson_bool(&pj, false);
-		pyjson_obj_end(&pj);
 		/* Three copies come: apply the first. */
 		if (!j->started) {
+			e = (struct lobby_event){.type = LOBBY_EV_START, .start = {false, false}};
 			j->started = true;
-			lobby_ipc_event(l, &b);
+			lobby_ipc_emit(l, &e);
 			lobby_ipc_state(l, "started", json_object_new_boolean(true));
 		}
-		strbuf_release(&b);
-	} else if (strcmp(t, "status") == 0) {
-		const char *state = lobby_msg_str(o, "state"), *detail = lobby_msg_str(o, "detail");
-
-		if (state != NULL)
-			lobby_ipc_status(l, state, detail != NULL ? detail : "");
+		return;
+	case LOBBY_MSG_STATUS:
+		if (m->status.state != NULL)
+			lobby_ipc_status(l, m->status.state,
+					 m->status.detail != NULL ? m->status.detail : "");
+		return;
+	default:
+		return;
 	}
 }
 
-/* ---- the socket's handlers ---- */
+/* ---- the socket ---- */
 
-static void on_frame(struct lobby *l, const struct addr *from, uint8_t type, const uint8_t *payload,
-		     size_t len)
+static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const uint8_t *payload,
+		   size_t len)
 {
-	struct lobby_join *j = l->join;
+	struct lobby_join *j = join_of(l);
 	bool mine = len == NP1_TOKEN_LEN && memcmp(payload, j->token, NP1_TOKEN_LEN) == 0;
 
 	switch (type) {
@@ -452,36 +383,14 @@ static void on_frame(struct lobby *l, const struct addr *from, uint8_t type, con
 	}
 }
 
-/*
- * netpunch-wire.md §1.3: a sealed joiner takes from plain D frames only save
- * chunks and a reject whose bytes start with {"t": "reject" and whose JSON
- * says t = reject (so {"t": "reject", "t": "start"} does not pass).
- */
-static bool plain_reject(const uint8_t *app, size_t len)
+static bool on_payload(struct lobby *l, const struct addr *from, bool sealed)
 {
-	static const char prefix[] = "{\"t\": \"reject\"";
+	struct lobby_join *j = join_of(l);
 
-	return len >= sizeof(prefix) - 1 && memcmp(app, prefix, sizeof(prefix) - 1) == 0;
-}
-
-static void on_app(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
-		   bool sealed)
-{
-	struct lobby_join *j = l->join;
-	struct json_object *o;
-	const char *t;
-
-	if (len == 0)
-		return;
-	if (l->sealer != NULL && !sealed) {
-		if (!plain_reject(app, len))
-			return;
-		o = lobby_msg_parse(app, len, &t);
-		if (o != NULL && strcmp(t, "reject") == 0)
-			on_message(j, o, t);
-		json_object_put(o);
-		return;
-	}
+	/* A plain reject in a sealed session (the only plain payload that
+	 * gets here) says nothing about where the host is. */
+	if (l->sealer != NULL && !sealed)
+		return true;
 	/* The host's address is wherever its authenticated frames come from. */
 	if (j->connected) {
 		j->host = *from;
@@ -489,103 +398,89 @@ static void on_app(struct lobby *l, const struct addr *from, const uint8_t *app,
 	} else if (sealed) {
 		connected(j, from);
 	}
-	if (app[0] == 'g') {
-		if (j->welcomed && len <= GAME_FRAME_MAX + 1)
-			lobby_game_deliver(l, app + 1, len - 1);
-		return;
-	}
-	o = lobby_msg_parse(app, len, &t);
-	if (o == NULL)
-		return;
-	on_message(j, o, t);
-	json_object_put(o);
+	return true;
 }
 
-static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
+static void on_game(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
+		    bool sealed)
 {
-	(void)l;
 	(void)from;
-	(void)why; /* counted by lobby_net */
+	(void)sealed;
+	if (join_of(l)->welcomed)
+		lobby_game_deliver(l, frame, len);
 }
 
-/* ---- commands, frames, quit ---- */
+/* ---- the game side ---- */
 
-void lobby_join_command(struct lobby *l, const char *cmd, struct json_object *o)
+static void quit(struct lobby *l)
 {
-	struct lobby_join *j = l->join;
-	struct strbuf b;
-	struct pyjson pj;
-
-	if (strcmp(cmd, "quit") == 0) {
-		lobby_join_quit(l);
-		return;
-	}
-	if (strcmp(cmd, "name") == 0) {
-		const char *name = lobby_msg_str(o, "name");
-
-		if (name == NULL)
-			return;
-		lobby_msg_clean(name, LOBBY_NAME_MAX, l->cfg.name, sizeof(l->cfg.name));
-		if (j->connected)
-			send_join(j, false); /* a rename: join without batches */
-		return;
-	}
-	if (!j->welcomed)
-		return; /* before the version check, only quit and name */
-	if (strcmp(cmd, "chat") == 0 || strcmp(cmd, "stage") == 0) {
-		const char *text = lobby_msg_str(o, "text");
-
-		lobby_msg_begin(&pj, &b, cmd);
-		pyjson_key(&pj, "text");
-		pyjson_cstr(&pj, text != NULL ? text : "");
-		lobby_msg_end(&pj);
-		lobby_msg_send(l, &j->host, &b);
-		strbuf_release(&b);
-	} else if (strcmp(cmd, "company") == 0) {
-		long long id = lobby_msg_int(o, "id", 0);
-
-		lobby_msg_begin(&pj, &b, "company");
-		pyjson_key(&pj, "player");
-		pyjson_cstr(&pj, j->you);
-		pyjson_key(&pj, "id");
-		pyjson_int(&pj, id);
-		lobby_msg_end(&pj);
-		lobby_msg_send(l, &j->host, &b);
-		strbuf_release(&b);
-	} else if (strcmp(cmd, "start") == 0) {
-		log_info("ipc-command-ignored cmd=start reason=\"only a relay leader starts\"");
-	} else {
-		log_debug("ipc-command-ignored cmd=%s", cmd);
-	}
-}
-
-void lobby_join_game_frame(struct lobby *l, const uint8_t *frame, size_t len)
-{
-	struct lobby_join *j = l->join;
-
-	if (!j->welcomed)
-		return;
-	lobby_net_send_app(l, &j->host, frame, len);
-	j->frames_to_host++;
-}
-
-void lobby_join_quit(struct lobby *l)
-{
-	struct lobby_join *j = l->join;
+	struct lobby_join *j = join_of(l);
 
 	if (j->done)
 		return;
 	if (j->connected)
-		send_simple(j, "leave");
+		send_simple(j, LOBBY_MSG_LEAVE);
 	j->done = true;
 	lobby_rv_knock_stop(l);
 	lobby_ipc_status(l, "waiting", "left lobby");
 	lobby_exit(l, 0);
 }
 
-bool lobby_join_connected(const struct lobby *l)
+static void command(struct lobby *l, const struct lobby_cmd *c)
 {
-	return l->join != NULL && l->join->connected;
+	struct lobby_join *j = join_of(l);
+	struct lobby_msg m;
+
+	if (c->type == LOBBY_CMD_QUIT) {
+		quit(l);
+		return;
+	}
+	if (c->type == LOBBY_CMD_NAME) {
+		if (c->name == NULL)
+			return;
+		lobby_msg_clean(c->name, LOBBY_NAME_MAX, l->cfg.name, sizeof(l->cfg.name));
+		if (j->connected)
+			send_join(j, false); /* a rename: join without batches */
+		return;
+	}
+	if (!j->welcomed)
+		return; /* before the version check, only quit and name */
+	switch (c->type) {
+	case LOBBY_CMD_CHAT:
+		lobby_msg_init(&m, LOBBY_MSG_CHAT);
+		m.chat.text = c->text != NULL ? c->text : "";
+		lobby_net_send_msg(l, &j->host, &m);
+		return;
+	case LOBBY_CMD_STAGE:
+		lobby_msg_init(&m, LOBBY_MSG_STAGE);
+		m.stage = c->text != NULL ? c->text : "";
+		lobby_net_send_msg(l, &j->host, &m);
+		return;
+	case LOBBY_CMD_COMPANY:
+		lobby_msg_init(&m, LOBBY_MSG_COMPANY);
+		m.company.player = j->you;
+		m.company.id = c->company.id;
+		lobby_net_send_msg(l, &j->host, &m);
+		return;
+	case LOBBY_CMD_START:
+		log_info("ipc-command-ignored cmd=start reason=\"only a relay leader starts\"");
+		return;
+	default:
+		log_debug("ipc-command-ignored cmd=%s", c->cmd);
+		return;
+	}
+}
+
+static void game_frame(struct lobby *l, const uint8_t *frame, size_t len)
+{
+	struct lobby_join *j = join_of(l);
+	int dlen;
+
+	if (!j->welcomed)
+		return;
+	dlen = lobby_net_frame_build(l, frame, len);
+	if (dlen > 0 && lobby_net_frame_send(l, &j->host, (size_t)dlen) == 0)
+		j->frames_to_host++;
 }
 
 /* ---- start ---- */
@@ -619,32 +514,39 @@ static void observed(struct lobby *l, void *arg)
 	/* Knock when the code carries a secret, a master is set and we know
 	 * our own address. */
 	if (j->code.has_secret && lobby_rv_url(l) != NULL && j->profile[0] != '\0')
-		lobby_rv_knock_start(l, &j->code);
+		lobby_rv_knock_start(l);
 }
 
-static const struct lobby_net_handlers handlers = {on_frame, on_app, on_bad_seal};
-
-const struct lobby_net_handlers *lobby_join_handlers(void)
+static void join_free(struct lobby *l)
 {
-	return &handlers;
+	struct lobby_join *j = join_of(l);
+
+	if (j == NULL)
+		return;
+	ev_timer_stop(l->loop, &j->hello);
+	ev_timer_stop(l->loop, &j->ping);
+	ev_timer_stop(l->loop, &j->keepalive);
+	ev_timer_stop(l->loop, &j->watch);
+	free(j->last_roster);
+	free(j);
+	l->role_data = NULL;
 }
 
-int lobby_join_start(struct lobby *l, const struct joincode *code)
+static int start(struct lobby *l, const struct joincode *code)
 {
 	struct lobby_join *j = calloc(1, sizeof(*j));
 	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 0;
-	int r;
 
 	if (j == NULL)
 		return -ENOMEM;
 	j->l = l;
+	l->role_data = j;
 	j->code = *code;
 	ev_timer_init(&j->hello);
 	ev_timer_init(&j->ping);
 	ev_timer_init(&j->keepalive);
 	ev_timer_init(&j->watch);
 	randombytes_buf(j->token, sizeof(j->token));
-	l->join = j;
 	if (code->has_secret) {
 		uint8_t key[SEAL_KEY_LEN];
 
@@ -656,26 +558,22 @@ int lobby_join_start(struct lobby *l, const struct joincode *code)
 		if (l->sealer == NULL)
 			return -ENOMEM;
 	}
-	r = lobby_net_new(l, port, &handlers);
-	if (r < 0) {
-		errno = -r;
-		log_warn("bind-fail port=%u", port);
-		return r;
-	}
 	j->start_ms = ev_now(l->loop);
 	ev_timer_start(l->loop, &j->watch, 250, on_watch, j);
-	lobby_ipc_status(l, "connecting", "observing NAT");
-	return lobby_observe_start(l, false, observed, j);
+	return lobby_observe_open(l, port, false, "connecting", observed, j);
 }
 
-void lobby_join_free(struct lobby_join *j)
-{
-	if (j == NULL)
-		return;
-	ev_timer_stop(j->l->loop, &j->hello);
-	ev_timer_stop(j->l->loop, &j->ping);
-	ev_timer_stop(j->l->loop, &j->keepalive);
-	ev_timer_stop(j->l->loop, &j->watch);
-	free(j->last_roster);
-	free(j);
-}
+const struct lobby_role lobby_join_role = {
+	.name = "joiner",
+	.bind_as = 'J',
+	.start = start,
+	.free = join_free,
+	.on_ctl = on_ctl,
+	.on_payload = on_payload,
+	.on_msg = on_msg,
+	.on_game = on_game,
+	.command = command,
+	.game_frame = game_frame,
+	.quit = quit,
+	.relay_offered = relay_offered,
+};

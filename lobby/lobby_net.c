@@ -16,6 +16,7 @@
 #include "lobby.h"
 #include "log.h"
 #include "seal.h"
+#include "strbuf.h"
 #include "stun.h"
 
 #define RX_BATCH     (128) /* datagrams per wakeup, as the reference drains */
@@ -26,7 +27,6 @@ struct lobby_net {
 	int fd;
 	struct ev_io *io;
 	uint16_t port;
-	struct lobby_net_handlers h;
 	void (*stun_cb)(struct lobby *l, const struct addr *from, const uint8_t *buf, size_t len);
 	struct frag_reasm *reasm;
 	uint32_t frag_id;
@@ -35,6 +35,8 @@ struct lobby_net {
 	uint8_t plain[NP1_MAX + 1];
 	uint8_t tx[NP1_MAX + 1];
 	uint8_t sealed[NP1_MAX + 1];
+	uint8_t game[NP1_GAME_MAX + 1]; /* 'g' + a bridge datagram */
+	uint8_t frame[NP1_MAX + 1];     /* lobby_net_frame_build's datagram */
 	uint8_t frag[FRAG_HDR + FRAG_DATA];
 };
 
@@ -56,11 +58,6 @@ int lobby_net_send_ctl(struct lobby_net *n, const struct addr *to, uint8_t type,
 	return lobby_net_send_raw(n, to, n->tx, (size_t)r);
 }
 
-int lobby_net_send_plain(struct lobby_net *n, const struct addr *to, const uint8_t *app, size_t len)
-{
-	return lobby_net_send_ctl(n, to, NP1_DATA, app, len);
-}
-
 /* One application piece (a whole payload or a fragment): E or D. */
 static int send_piece(struct lobby *l, const struct addr *to, const uint8_t *p, size_t len)
 {
@@ -73,6 +70,26 @@ static int send_piece(struct lobby *l, const struct addr *to, const uint8_t *p, 
 	if (r < 0)
 		return r;
 	return lobby_net_send_ctl(n, to, NP1_EDATA, n->sealed, (size_t)r);
+}
+
+int lobby_net_frame_build(struct lobby *l, const uint8_t *frame, size_t len)
+{
+	struct lobby_net *n = l->net;
+	int g = np1_game_build(n->game, sizeof(n->game), frame, len), r;
+
+	if (g < 0)
+		return g;
+	if (l->sealer == NULL)
+		return np1_build(n->frame, sizeof(n->frame), NP1_DATA, n->game, (size_t)g);
+	r = seal_seal(l->sealer, n->game, (size_t)g, n->sealed, sizeof(n->sealed));
+	if (r < 0)
+		return r;
+	return np1_build(n->frame, sizeof(n->frame), NP1_EDATA, n->sealed, (size_t)r);
+}
+
+int lobby_net_frame_send(struct lobby *l, const struct addr *to, size_t dlen)
+{
+	return lobby_net_send_raw(l->net, to, l->net->frame, dlen);
 }
 
 int lobby_net_send_app(struct lobby *l, const struct addr *to, const uint8_t *app, size_t len)
@@ -99,6 +116,92 @@ int lobby_net_send_app(struct lobby *l, const struct addr *to, const uint8_t *ap
 	return 0;
 }
 
+static int send_msg(struct lobby *l, const struct addr *to, const struct lobby_msg *m, bool plain)
+{
+	struct strbuf b;
+	int r;
+
+	strbuf_init(&b, LOBBY_MSG_MAX);
+	r = lobby_msg_encode(m, &b);
+	if (r == 0 && plain)
+		r = lobby_net_send_ctl(l->net, to, NP1_DATA, (const uint8_t *)b.p, b.len);
+	else if (r == 0)
+		r = lobby_net_send_app(l, to, (const uint8_t *)b.p, b.len);
+	strbuf_release(&b);
+	return r;
+}
+
+int lobby_net_send_msg(struct lobby *l, const struct addr *to, const struct lobby_msg *m)
+{
+	return send_msg(l, to, m, false);
+}
+
+int lobby_net_send_plain_msg(struct lobby *l, const struct addr *to, const struct lobby_msg *m)
+{
+	return send_msg(l, to, m, true);
+}
+
+/*
+ * netpunch-wire.md §1.3: in a sealed session the only plain payloads worth
+ * a look are save chunks and a reject whose bytes start with
+ * {"t": "reject" (its decoded t must then be reject too, so
+ * {"t": "reject", "t": "start"} does not pass).
+ */
+static bool plain_allowed(const uint8_t *p, size_t len)
+{
+	static const char reject[] = "{\"t\": \"reject\"";
+
+	if (len >= 4 && memcmp(p, "NPF1", 4) == 0)
+		return true;
+	return len >= sizeof(reject) - 1 && memcmp(p, reject, sizeof(reject) - 1) == 0;
+}
+
+/* A whole application payload: typed, then to the role. */
+static void dispatch(struct lobby_net *n, const struct addr *from, const uint8_t *p, size_t len,
+		     bool sealed)
+{
+	struct lobby *l = n->l;
+	const struct lobby_role *role = l->role;
+	struct lobby_msg m;
+
+	if (len == 0) {
+		n->st.bad_msg++;
+		return;
+	}
+	if (l->sealer != NULL && !sealed && !plain_allowed(p, len)) {
+		n->st.plain_dropped++;
+		return;
+	}
+	if (role->on_payload != NULL && !role->on_payload(l, from, sealed))
+		return;
+	switch (p[0]) {
+	case '{':
+		if (lobby_msg_decode(p, len, &m) < 0) {
+			n->st.bad_msg++;
+			return;
+		}
+		if (l->sealer != NULL && !sealed && m.type != LOBBY_MSG_REJECT)
+			n->st.plain_dropped++;
+		else if (role->on_msg != NULL)
+			role->on_msg(l, from, &m, sealed);
+		lobby_msg_release(&m);
+		return;
+	case 'g':
+		/* Frames over 1,400 bytes are dropped, as netpunch does. */
+		if (len - 1 > NP1_GAME_MAX) {
+			n->st.bad_msg++;
+			return;
+		}
+		if (role->on_game != NULL)
+			role->on_game(l, from, p + 1, len - 1, sealed);
+		return;
+	default:
+		/* N (save chunks) and r (mesh envelopes) come with the save
+		 * transfer and mesh; anything else is not netpunch's. */
+		return;
+	}
+}
+
 /* An application payload that arrived: fragments are put together first. */
 static void deliver_app(struct lobby_net *n, const struct addr *from, const uint8_t *p, size_t len,
 			bool sealed)
@@ -108,15 +211,38 @@ static void deliver_app(struct lobby_net *n, const struct addr *from, const uint
 	int r;
 
 	if (len > 0 && p[0] == 'F') {
+		/* Nobody sends a plain fragment in a sealed session (a reject
+		 * is short): no reassembly memory for strangers. */
+		if (n->l->sealer != NULL && !sealed) {
+			n->st.plain_dropped++;
+			return;
+		}
 		r = frag_reasm_feed(n->reasm, from, p, len, ev_now(n->l->loop), &msg, &mlen);
 		if (r == 1) {
 			n->st.frag_msgs++;
-			n->h.on_app(n->l, from, msg, mlen, sealed);
+			dispatch(n, from, msg, mlen, sealed);
 			free(msg);
 		}
 		return;
 	}
-	n->h.on_app(n->l, from, p, len, sealed);
+	dispatch(n, from, p, len, sealed);
+}
+
+void lobby_net_inject(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
+		      bool sealed)
+{
+	deliver_app(l->net, from, app, len, sealed);
+}
+
+/* A sealed or signed payload that did not check out: counted, reported. */
+static void refuse(struct lobby_net *n, const struct addr *from, int r)
+{
+	if (r == -EALREADY)
+		n->st.replayed++;
+	else
+		n->st.bad_seal++;
+	if (n->l->role->on_bad_seal != NULL)
+		n->l->role->on_bad_seal(n->l, from, r);
 }
 
 static void on_datagram(struct lobby_net *n, const struct addr *from, const uint8_t *buf,
@@ -124,6 +250,7 @@ static void on_datagram(struct lobby_net *n, const struct addr *from, const uint
 {
 	struct lobby *l = n->l;
 	const uint8_t *payload, *pt;
+	uint8_t id[NP1_RELAY_ID_LEN];
 	size_t plen;
 	uint8_t type;
 	int r;
@@ -133,15 +260,15 @@ static void on_datagram(struct lobby_net *n, const struct addr *from, const uint
 			n->stun_cb(l, from, buf, len);
 		return;
 	}
-	if (len == 20 && memcmp(buf, "TRLA", 4) == 0) {
-		lobby_rv_trla(l, from, buf, len);
+	if (np1_trla_parse(buf, len, id) == 0) {
+		lobby_rv_trla(l, from, id);
 		return;
 	}
 	if (np1_parse(buf, len, &type, &payload, &plen) < 0) {
 		n->st.bad_np1++;
 		return;
 	}
-	if (n->h.on_app == NULL)
+	if (l->role == NULL)
 		return; /* observe only: nothing but STUN is for us */
 	switch (type) {
 	case NP1_DATA:
@@ -154,11 +281,7 @@ static void on_datagram(struct lobby_net *n, const struct addr *from, const uint
 		}
 		r = seal_open(l->sealer, payload, plen, n->plain, sizeof(n->plain));
 		if (r < 0) {
-			if (r == -EALREADY)
-				n->st.replayed++;
-			else
-				n->st.bad_seal++;
-			n->h.on_bad_seal(l, from, r);
+			refuse(n, from, r);
 			return;
 		}
 		deliver_app(n, from, n->plain, (size_t)r, true);
@@ -170,17 +293,14 @@ static void on_datagram(struct lobby_net *n, const struct addr *from, const uint
 		}
 		r = seal_unsign(l->sealer, payload, plen, &pt);
 		if (r < 0) {
-			if (r == -EALREADY)
-				n->st.replayed++;
-			else
-				n->st.bad_seal++;
-			n->h.on_bad_seal(l, from, r);
+			refuse(n, from, r);
 			return;
 		}
 		deliver_app(n, from, pt, (size_t)r, true);
 		return;
 	default:
-		n->h.on_frame(l, from, type, payload, plen);
+		if (l->role->on_ctl != NULL)
+			l->role->on_ctl(l, from, type, payload, plen);
 		return;
 	}
 }
@@ -194,9 +314,7 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 		struct addr from;
 		ssize_t r;
 
-		from.len = sizeof(from.ss);
-		r = recvfrom(ev_io_fd(io), n->rx, sizeof(n->rx), MSG_DONTWAIT | MSG_TRUNC,
-			     (struct sockaddr *)&from.ss, &from.len);
+		r = addr_udp_recv(ev_io_fd(io), n->rx, sizeof(n->rx), &from);
 		if (r < 0)
 			return;
 		if ((size_t)r > NP1_MAX)
@@ -223,7 +341,7 @@ uint16_t lobby_net_port(const struct lobby_net *n)
 	return n->port;
 }
 
-int lobby_net_new(struct lobby *l, uint16_t port, const struct lobby_net_handlers *h)
+int lobby_net_new(struct lobby *l, uint16_t port)
 {
 	struct lobby_net *n = calloc(1, sizeof(*n));
 	struct addr a;
@@ -232,7 +350,6 @@ int lobby_net_new(struct lobby *l, uint16_t port, const struct lobby_net_handler
 	if (n == NULL)
 		return -ENOMEM;
 	n->l = l;
-	n->h = *h;
 	n->fd = -1;
 	randombytes_buf(&n->frag_id, sizeof(n->frag_id));
 	n->reasm = frag_reasm_new(FRAG_SENDERS);

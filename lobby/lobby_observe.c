@@ -368,6 +368,20 @@ int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *
 	return 0;
 }
 
+int lobby_observe_open(struct lobby *l, uint16_t port, bool upnp, const char *state,
+		       lobby_observe_cb *cb, void *arg)
+{
+	int r = lobby_net_new(l, port);
+
+	if (r < 0) {
+		errno = -r;
+		log_warn("bind-fail port=%u role=%s", port, l->role != NULL ? l->role->name : "-");
+		return r;
+	}
+	lobby_ipc_status(l, state, "observing NAT");
+	return lobby_observe_start(l, upnp, cb, arg);
+}
+
 const struct joincode *lobby_observe_profile(const struct lobby *l)
 {
 	return l->obs != NULL && l->obs->done ? &l->obs->profile : NULL;

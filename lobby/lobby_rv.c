@@ -34,7 +34,6 @@
 #define MAX_PUNCH      (32)
 #define MAX_BIND       (32)
 #define RESPONSE_MAX   (256 * 1024)
-#define RELAY_ID_LEN   (16)
 
 struct punch {
 	bool used;
@@ -47,7 +46,7 @@ struct punch {
 struct bind {
 	bool used;
 	struct addr relay;
-	uint8_t id[RELAY_ID_LEN];
+	uint8_t id[NP1_RELAY_ID_LEN];
 	long long until;
 	bool acked;
 };
@@ -107,7 +106,8 @@ static void url_of(const char *base, const char *path, char *out, size_t size)
 
 /* ---- relay binds (both roles) ---- */
 
-static void add_bind(struct lobby_rv *r, const struct addr *relay, const uint8_t id[RELAY_ID_LEN])
+static void add_bind(struct lobby_rv *r, const struct addr *relay,
+		     const uint8_t id[NP1_RELAY_ID_LEN])
 {
 	struct bind *free_slot = NULL;
 
@@ -115,8 +115,8 @@ static void add_bind(struct lobby_rv *r, const struct addr *relay, const uint8_t
 		struct bind *b = &r->binds[i];
 
 		if (b->used && addr_equal(&b->relay, relay) &&
-		    memcmp(b->id, id, RELAY_ID_LEN) == 0) {
-			b->until = now_ms(r) + RV_PUNCH_FOR_MS;
+		    memcmp(b->id, id, NP1_RELAY_ID_LEN) == 0) {
+			b->until = now_ms(r) + LOBBY_RV_PUNCH_FOR_MS;
 			return;
 		}
 		if (!b->used && free_slot == NULL)
@@ -126,33 +126,32 @@ static void add_bind(struct lobby_rv *r, const struct addr *relay, const uint8_t
 		return;
 	free_slot->used = true;
 	free_slot->relay = *relay;
-	memcpy(free_slot->id, id, RELAY_ID_LEN);
-	free_slot->until = now_ms(r) + RV_PUNCH_FOR_MS;
+	memcpy(free_slot->id, id, NP1_RELAY_ID_LEN);
+	free_slot->until = now_ms(r) + LOBBY_RV_PUNCH_FOR_MS;
 	free_slot->acked = false;
 }
 
-static void send_bind(struct lobby_rv *r, const struct addr *relay, const uint8_t *id, char role)
+static void send_bind(struct lobby_rv *r, const struct addr *relay, const uint8_t *id)
 {
-	uint8_t pkt[4 + RELAY_ID_LEN + 1];
+	uint8_t pkt[NP1_TRLB_LEN];
+	int n = np1_trlb_build(pkt, sizeof(pkt), id, r->l->role->bind_as);
 
-	memcpy(pkt, "TRLB", 4);
-	memcpy(pkt + 4, id, RELAY_ID_LEN);
-	pkt[20] = (uint8_t)role;
-	lobby_net_send_raw(r->l->net, relay, pkt, sizeof(pkt));
+	if (n > 0)
+		lobby_net_send_raw(r->l->net, relay, pkt, (size_t)n);
 }
 
-void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *buf, size_t len)
+void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *id)
 {
 	struct lobby_rv *r = l->rv;
 	char a[ADDR_STRLEN];
 
-	if (r == NULL || len != 20)
+	if (r == NULL)
 		return;
 	for (int i = 0; i < MAX_BIND; i++) {
 		struct bind *b = &r->binds[i];
 
 		if (b->used && !b->acked && addr_equal(&b->relay, from) &&
-		    memcmp(b->id, buf + 4, RELAY_ID_LEN) == 0) {
+		    memcmp(b->id, id, NP1_RELAY_ID_LEN) == 0) {
 			b->acked = true;
 			log_info("relay-bound relay=%s", addr_str(from, a, sizeof(a)));
 		}
@@ -160,7 +159,7 @@ void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *buf,
 }
 
 static bool parse_relay(struct lobby_rv *r, struct json_object *rel, struct addr *a,
-			uint8_t id[RELAY_ID_LEN])
+			uint8_t id[NP1_RELAY_ID_LEN])
 {
 	struct json_object *f;
 	const char *ip, *hex;
@@ -170,8 +169,8 @@ static bool parse_relay(struct lobby_rv *r, struct json_object *rel, struct addr
 	(void)r;
 	if (rel == NULL || !json_object_is_type(rel, json_type_object))
 		return false;
-	ip = lobby_msg_str(rel, "ip");
-	hex = lobby_msg_str(rel, "id");
+	ip = jsonp_str(rel, "ip");
+	hex = jsonp_str(rel, "id");
 	if (!json_object_object_get_ex(rel, "port", &f) || !json_object_is_type(f, json_type_int))
 		return false;
 	port = json_object_get_int64(f);
@@ -179,8 +178,8 @@ static bool parse_relay(struct lobby_rv *r, struct json_object *rel, struct addr
 	    !addr_is_v4(a))
 		return false;
 	addr_set_port(a, (uint16_t)port);
-	return sodium_hex2bin(id, RELAY_ID_LEN, hex, strlen(hex), NULL, &bin_len, NULL) == 0 &&
-	       bin_len == RELAY_ID_LEN;
+	return sodium_hex2bin(id, NP1_RELAY_ID_LEN, hex, strlen(hex), NULL, &bin_len, NULL) == 0 &&
+	       bin_len == NP1_RELAY_ID_LEN;
 }
 
 /* ---- host: the poll and the punches ---- */
@@ -215,10 +214,10 @@ static void on_punch(struct ev_timer *t, void *arg)
 			continue;
 		}
 		any = true;
-		send_bind(r, &b->relay, b->id, r->l->host != NULL ? 'H' : 'J');
+		send_bind(r, &b->relay, b->id);
 	}
 	if (any)
-		ev_timer_start(r->l->loop, t, RV_PUNCH_EVERY_MS, on_punch, r);
+		ev_timer_start(r->l->loop, t, LOBBY_RV_PUNCH_EVERY_MS, on_punch, r);
 }
 
 void lobby_rv_peer_seen(struct lobby *l, const struct addr *addr)
@@ -263,17 +262,17 @@ static void start_punch(struct lobby_rv *r, const struct joincode *c)
 		return;
 	p->used = true;
 	randombytes_buf(p->token, sizeof(p->token));
-	p->until = now_ms(r) + RV_PUNCH_FOR_MS;
+	p->until = now_ms(r) + LOBBY_RV_PUNCH_FOR_MS;
 	log_info("punch to=%s%s%s for_ms=%d", addr_str(&p->to[0], a, sizeof(a)),
 		 p->n > 1 ? "," : "", p->n > 1 ? addr_str(&p->to[1], b, sizeof(b)) : "",
-		 RV_PUNCH_FOR_MS);
+		 LOBBY_RV_PUNCH_FOR_MS);
 	on_punch(&r->punch_timer, r);
 }
 
 static void handle_note(struct lobby_rv *r, struct json_object *note)
 {
 	struct lobby *l = r->l;
-	const char *blob = lobby_msg_str(note, "blob");
+	const char *blob = jsonp_str(note, "blob");
 	uint8_t sealed[1200], plain[1200];
 	struct json_object *t, *rel;
 	char code[JOINCODE_MAX_TEXT], err[128];
@@ -306,7 +305,7 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 	start_punch(r, &c);
 	if (json_object_object_get_ex(note, "relay", &rel)) {
 		struct addr relay;
-		uint8_t id[RELAY_ID_LEN];
+		uint8_t id[NP1_RELAY_ID_LEN];
 		char a[ADDR_STRLEN];
 
 		if (parse_relay(r, rel, &relay, id)) {
@@ -328,7 +327,7 @@ static void on_poll_done(void *arg, int result, long status, const char *body, s
 	char err[96];
 
 	r->poll_req = NULL;
-	ev_timer_start(r->l->loop, &r->poll_timer, RV_POLL_EVERY_MS, on_poll, r);
+	ev_timer_start(r->l->loop, &r->poll_timer, LOBBY_RV_POLL_EVERY_MS, on_poll, r);
 	if (result < 0 || status != 200) {
 		log_debug("knock-poll-fail result=%d status=%ld", result, status);
 		return;
@@ -353,10 +352,10 @@ static void on_poll(struct ev_timer *t, void *arg)
 		return;
 	snprintf(path, sizeof(path), "/knock?s=%s&since=%.3f", r->tag, r->since);
 	url_of(r->base, path, url, sizeof(url));
-	r->poll_req = curlev_request(r->l->curl, url, NULL, 0, r->user_agent, RV_HTTP_TIMEOUT_MS,
-				     RESPONSE_MAX, on_poll_done, r);
+	r->poll_req = curlev_request(r->l->curl, url, NULL, 0, r->user_agent,
+				     LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_poll_done, r);
 	if (r->poll_req == NULL)
-		ev_timer_start(r->l->loop, &r->poll_timer, RV_POLL_EVERY_MS, on_poll, r);
+		ev_timer_start(r->l->loop, &r->poll_timer, LOBBY_RV_POLL_EVERY_MS, on_poll, r);
 }
 
 int lobby_rv_host_start(struct lobby *l)
@@ -387,7 +386,7 @@ static void on_knock_done(void *arg, int result, long status, const char *body, 
 		return;
 	if (json_object_object_get_ex(o, "relay", &rel)) {
 		struct addr relay;
-		uint8_t id[RELAY_ID_LEN];
+		uint8_t id[NP1_RELAY_ID_LEN];
 		char a[ADDR_STRLEN];
 
 		if (parse_relay(r, rel, &relay, id) && r->knocking) {
@@ -399,7 +398,8 @@ static void on_knock_done(void *arg, int result, long status, const char *body, 
 				log_info("relay-offered relay=%s role=joiner",
 					 addr_str(&relay, a, sizeof(a)));
 			r->relay_added = true;
-			lobby_join_add_target(r->l, &relay);
+			if (r->l->role->relay_offered != NULL)
+				r->l->role->relay_offered(r->l, &relay);
 		}
 	}
 	json_object_put(o);
@@ -415,9 +415,9 @@ static void on_knock(struct ev_timer *t, void *arg)
 	struct pyjson j;
 	int n;
 
-	if (!r->knocking || lobby_join_connected(l))
+	if (!r->knocking)
 		return;
-	ev_timer_start(l->loop, t, RV_KNOCK_EVERY_MS, on_knock, r);
+	ev_timer_start(l->loop, t, LOBBY_RV_KNOCK_EVERY_MS, on_knock, r);
 	if (r->knock_req != NULL)
 		return;
 	/* A fresh seal each time (the host's window drops replays). */
@@ -434,7 +434,7 @@ static void on_knock(struct ev_timer *t, void *arg)
 	pyjson_cstr(&j, r->tag);
 	pyjson_key(&j, "blob");
 	pyjson_cstr(&j, b64);
-	if (r->knocks >= RV_RELAY_FROM_KNOCK) {
+	if (r->knocks >= LOBBY_RV_RELAY_FROM_KNOCK) {
 		pyjson_key(&j, "relay");
 		pyjson_int(&j, 1);
 		pyjson_key(&j, "j");
@@ -442,13 +442,14 @@ static void on_knock(struct ev_timer *t, void *arg)
 	}
 	pyjson_obj_end(&j);
 	url_of(r->base, "/knock", url, sizeof(url));
-	r->knock_req = curlev_request(l->curl, url, b.p, b.len, r->user_agent, RV_HTTP_TIMEOUT_MS,
-				      RESPONSE_MAX, on_knock_done, r);
-	log_info("knock n=%d relay=%s", r->knocks, r->knocks >= RV_RELAY_FROM_KNOCK ? "yes" : "no");
+	r->knock_req = curlev_request(l->curl, url, b.p, b.len, r->user_agent,
+				      LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_knock_done, r);
+	log_info("knock n=%d relay=%s", r->knocks,
+		 r->knocks >= LOBBY_RV_RELAY_FROM_KNOCK ? "yes" : "no");
 	strbuf_release(&b);
 }
 
-int lobby_rv_knock_start(struct lobby *l, const struct joincode *host_code)
+int lobby_rv_knock_start(struct lobby *l)
 {
 	struct lobby_rv *r = l->rv;
 	const struct joincode *me = lobby_observe_profile(l);
@@ -456,7 +457,6 @@ int lobby_rv_knock_start(struct lobby *l, const struct joincode *host_code)
 	char err[96];
 	struct joincode c;
 
-	(void)host_code;
 	if (r == NULL || me == NULL)
 		return -EINVAL;
 	c = *me;
@@ -467,7 +467,7 @@ int lobby_rv_knock_start(struct lobby *l, const struct joincode *host_code)
 	randombytes_buf(nonce, sizeof(nonce));
 	sodium_bin2hex(r->nonce, sizeof(r->nonce), nonce, sizeof(nonce));
 	r->knocking = true;
-	ev_timer_start(l->loop, &r->knock_timer, RV_KNOCK_AFTER_MS, on_knock, r);
+	ev_timer_start(l->loop, &r->knock_timer, LOBBY_RV_KNOCK_AFTER_MS, on_knock, r);
 	return 0;
 }
 
@@ -504,13 +504,15 @@ static void on_publish(struct ev_timer *t, void *arg)
 	struct lobby_rv *r = arg;
 	struct lobby *l = r->l;
 	char url[LOBBY_URL_MAX + 16];
+	struct lobby_advert ad;
 	struct strbuf b;
 	struct pyjson j;
 
 	if (!r->publishing)
 		return;
-	ev_timer_start(l->loop, t, PUBLISH_EVERY_MS, on_publish, r);
-	if (r->pub_req != NULL || lobby_host_code(l)[0] == '\0')
+	ev_timer_start(l->loop, t, LOBBY_PUBLISH_EVERY_MS, on_publish, r);
+	if (r->pub_req != NULL || l->role->advert == NULL || !l->role->advert(l, &ad) ||
+	    ad.code == NULL)
 		return;
 	strbuf_init(&b, 4096);
 	pyjson_init(&j, &b);
@@ -520,21 +522,21 @@ static void on_publish(struct ev_timer *t, void *arg)
 	pyjson_key(&j, "name");
 	pyjson_cstr(&j, l->cfg.lobby_name[0] != '\0' ? l->cfg.lobby_name : l->cfg.name);
 	pyjson_key(&j, "code");
-	pyjson_cstr(&j, lobby_host_code(l));
+	pyjson_cstr(&j, ad.code);
 	pyjson_key(&j, "players");
-	pyjson_int(&j, (long long)lobby_host_players(l));
+	pyjson_int(&j, (long long)ad.players);
 	pyjson_key(&j, "max");
 	pyjson_int(&j, LOBBY_CAP);
 	pyjson_key(&j, "type");
-	pyjson_cstr(&j, "host");
+	pyjson_cstr(&j, ad.type);
 	pyjson_key(&j, "version");
 	pyjson_cstr(&j, l->cfg.protocol_version);
 	pyjson_key(&j, "locked");
 	pyjson_bool(&j, l->cfg.has_password);
 	pyjson_obj_end(&j);
 	url_of(l->cfg.publish_url, "/announce", url, sizeof(url));
-	r->pub_req = curlev_request(l->curl, url, b.p, b.len, r->user_agent, RV_HTTP_TIMEOUT_MS,
-				    RESPONSE_MAX, on_pub_done, r);
+	r->pub_req = curlev_request(l->curl, url, b.p, b.len, r->user_agent,
+				    LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_pub_done, r);
 	strbuf_release(&b);
 }
 
@@ -547,7 +549,7 @@ static void post_leave(struct lobby_rv *r)
 	url_of(l->cfg.publish_url, "/leave", url, sizeof(url));
 	curlev_cancel(r->pub_req);
 	r->pub_req = curlev_request(l->curl, url, body, (size_t)n, r->user_agent,
-				    RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_pub_done, r);
+				    LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_pub_done, r);
 }
 
 void lobby_rv_publish(struct lobby *l, bool on)

@@ -14,10 +14,7 @@
  * 600,000 iterations). SIGINT/SIGTERM quit as the "quit" command does.
  */
 #include <errno.h>
-#include <getopt.h>
-#include <limits.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "curlev.h"
 #include "joincode.h"
 #include "lobby.h"
@@ -80,6 +78,7 @@ static const char usage[] =
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
+	"    --check-config            check the flags (and a join CODE), then exit\n"
 	"\n"
 	"OUTPUT\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
@@ -89,284 +88,152 @@ static const char usage[] =
 	"    0 quit or lobby closed; 1 failed (unreachable, rejected, version);\n"
 	"    2 bad usage or a bad code.\n";
 
-enum {
-	OPT_NAME = 256,
-	OPT_LOCAL_PORT,
-	OPT_TIMEOUT,
-	OPT_IO_DIR,
-	OPT_PASSWORD,
-	OPT_LOBBY_NAME,
-	OPT_PUBLISH,
-	OPT_PUBLIC,
-	OPT_RENDEZVOUS,
-	OPT_GAME_RELAY,
-	OPT_GAME_LOCAL,
-	OPT_FORWARD_LOG,
-	OPT_NO_MESH,
-	OPT_COMPANIES,
-	OPT_STUN,
-	OPT_LAN_IP,
-	OPT_UPNP,
-	OPT_PROTOCOL,
-	OPT_LOG,
-	OPT_DEBUG,
-	OPT_HELP,
-	OPT_VERSION,
-	OPT_MAX_PLAYERS,
-	OPT_UNSUPPORTED,
-	OPT_IGNORED_ARG,
-	OPT_IGNORED,
-};
-
-static const struct option options[] = {
-	{"name", required_argument, NULL, OPT_NAME},
-	{"local-port", required_argument, NULL, OPT_LOCAL_PORT},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"io-dir", required_argument, NULL, OPT_IO_DIR},
-	{"password", required_argument, NULL, OPT_PASSWORD},
-	{"lobby-name", required_argument, NULL, OPT_LOBBY_NAME},
-	{"publish", required_argument, NULL, OPT_PUBLISH},
-	{"public", no_argument, NULL, OPT_PUBLIC},
-	{"rendezvous", required_argument, NULL, OPT_RENDEZVOUS},
-	{"game-relay-port", required_argument, NULL, OPT_GAME_RELAY},
-	{"game-local-port", required_argument, NULL, OPT_GAME_LOCAL},
-	{"forward-log", required_argument, NULL, OPT_FORWARD_LOG},
-	{"no-mesh", no_argument, NULL, OPT_NO_MESH},
-	{"companies", no_argument, NULL, OPT_COMPANIES},
-	{"stun", required_argument, NULL, OPT_STUN},
-	{"lan-ip", required_argument, NULL, OPT_LAN_IP},
-	{"upnp", required_argument, NULL, OPT_UPNP},
-	{"protocol-version", required_argument, NULL, OPT_PROTOCOL},
-	{"max-players", required_argument, NULL, OPT_MAX_PLAYERS},
-	{"log", required_argument, NULL, OPT_LOG},
-	{"debug", no_argument, NULL, OPT_DEBUG},
-	{"help", no_argument, NULL, OPT_HELP},
-	{"version", no_argument, NULL, OPT_VERSION},
-	/* netpunch's flags for what comes later: refused clearly. */
-	{"relay-only", no_argument, NULL, OPT_UNSUPPORTED},
-	{"dedicated", no_argument, NULL, OPT_UNSUPPORTED},
-	/* Accepted and without effect here. */
-	{"crossplay", no_argument, NULL, OPT_IGNORED},
-	{"share-mods", no_argument, NULL, OPT_IGNORED},
-	{"no-share-mods", no_argument, NULL, OPT_IGNORED},
-	{"sync-runtime-dir", required_argument, NULL, OPT_IGNORED_ARG},
-	{"save-dir", required_argument, NULL, OPT_IGNORED_ARG},
-	{"game-pid", required_argument, NULL, OPT_IGNORED_ARG},
-	{NULL, 0, NULL, 0},
-};
-
-static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "rally-lobby: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'rally-lobby --help'.\n");
-	exit(2);
-}
-
-static long long parse_num(const char *s, long long min, long long max, const char *what)
-{
-	long long v = 0;
-
-	if (*s == '\0')
-		die_usage("%s: not a number", what);
-	for (const char *p = s; *p != '\0'; p++) {
-		if (*p < '0' || *p > '9' || v > (LLONG_MAX - 9) / 10)
-			die_usage("%s %s: not a number in range", what, s);
-		v = v * 10 + (*p - '0');
-	}
-	if (v < min || v > max)
-		die_usage("%s %s: out of range (%lld..%lld)", what, s, min, max);
-	return v;
-}
-
-static void copy(char *dst, size_t size, const char *src, const char *what)
-{
-	if (strlen(src) >= size)
-		die_usage("%s: too long", what);
-	memcpy(dst, src, strlen(src) + 1);
-}
-
 /* netpunch's public STUN servers (NETWORKING.md, Ports). */
 static const char *const default_stun[] = {
 	"stun.l.google.com:19302",
-	"stun.nextcloud.com:3478",
+	"stun1.l.google.com:19302",
 	"stun.cloudflare.com:3478",
-	"stun.services.mozilla.com:3478",
 };
 
-static void add_stun(struct lobby_cfg *c, const char *s)
+static void add_stun(void *ctx, const char *s)
 {
+	struct lobby_cfg *c = ctx;
 	struct lobby_stun_server *st;
 
 	if (strcmp(s, "off") == 0) {
 		c->stun_off = true;
+		c->nstun = 0;
 		return;
 	}
 	if (c->nstun == LOBBY_MAX_STUN)
-		die_usage("--stun: at most %d servers", LOBBY_MAX_STUN);
+		daemon_die_usage("--stun: at most %d servers", LOBBY_MAX_STUN);
 	st = &c->stun[c->nstun];
 	if (addr_split_hostport(s, st->host, sizeof(st->host), &st->port) < 0 || st->port == 0)
-		die_usage("--stun %s: expected HOST:PORT", s);
+		daemon_die_usage("--stun %s: expected HOST:PORT", s);
 	c->nstun++;
 }
 
-static void parse_args(int argc, char **argv, struct lobby_cfg *c, enum log_target *lt)
+static void set_password(void *ctx, const char *s)
 {
-	bool stun_given = false;
-	int o;
+	struct lobby_cfg *c = ctx;
+
+	daemon_copy(c->password, sizeof(c->password), s, "--password", false);
+	c->has_password = s[0] != '\0';
+}
+
+static void set_rendezvous(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "off") == 0)
+		c->rendezvous_off = true;
+	else
+		daemon_copy(c->rendezvous_url, sizeof(c->rendezvous_url), s, "--rendezvous", false);
+}
+
+static void set_lan(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (addr_parse(&c->lan, s, -1) == 0)
+		c->lan_port_set = true;
+	else if (addr_parse_ip(&c->lan, s) < 0)
+		daemon_die_usage("--lan-ip %s: expected IP or IP:PORT", s);
+	if (!addr_is_v4(&c->lan))
+		daemon_die_usage("--lan-ip %s: IPv4 only", s);
+	c->lan_set = true;
+}
+
+static void set_upnp(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "off") == 0)
+		c->upnp_off = true;
+	else if (strcmp(s, "on") != 0)
+		daemon_die_usage("--upnp %s: on or off", s);
+}
+
+static void unsupported(void *ctx, const char *s)
+{
+	(void)s;
+	daemon_die_usage("%s: the dedicated relay lobby is not built yet", (const char *)ctx);
+}
+
+static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg *c)
+{
+	struct daemon_flag flags[] = {
+		/* netpunch's */
+		DAEMON_STR("name", c->name),
+		DAEMON_NUM("local-port", &c->local_port, 0, 65535, 1),
+		DAEMON_NUM("timeout", &c->timeout_ms, 1, 86400, 1000),
+		DAEMON_STR("io-dir", c->io_dir),
+		DAEMON_FN("password", set_password, c),
+		DAEMON_STR("lobby-name", c->lobby_name),
+		DAEMON_STR("publish", c->publish_url),
+		DAEMON_BOOL("public", &c->public_),
+		DAEMON_FN("rendezvous", set_rendezvous, c),
+		DAEMON_NUM("game-relay-port", &c->game_relay_port, 0, 65535, 1),
+		DAEMON_NUM("game-local-port", &c->game_local_port, 1, 65535, 1),
+		DAEMON_IGNORE_ARG("forward-log"),
+		DAEMON_BOOL("no-mesh", &c->no_mesh),
+		DAEMON_BOOL("companies", &c->companies),
+		/* netpunch's for what comes later: refused clearly */
+		DAEMON_FN0("relay-only", unsupported, "--relay-only"),
+		DAEMON_FN0("dedicated", unsupported, "--dedicated"),
+		/* netpunch's, accepted and without effect here */
+		DAEMON_IGNORE("crossplay"),
+		DAEMON_IGNORE("share-mods"),
+		DAEMON_IGNORE("no-share-mods"),
+		DAEMON_IGNORE_ARG("sync-runtime-dir"),
+		DAEMON_IGNORE_ARG("save-dir"),
+		DAEMON_IGNORE_ARG("game-pid"),
+		/* ours */
+		DAEMON_FN("stun", add_stun, c),
+		DAEMON_FN("lan-ip", set_lan, c),
+		DAEMON_FN("upnp", set_upnp, c),
+		DAEMON_STR("protocol-version", c->protocol_version),
+		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
+	};
+	const size_t n = DAEMON_NFLAGS(flags);
+	const char *cmd;
+	int pos;
 
 	memset(c, 0, sizeof(*c));
-	if (argc < 2)
-		die_usage("a command is needed: host, join CODE, code CODE or observe");
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+	if (argc >= 2 && strcmp(argv[1], "-h") == 0) {
 		fputs(usage, stdout);
-		exit(0);
+		exit(DAEMON_EXIT_OK);
 	}
-	if (strcmp(argv[1], "--version") == 0) {
-		printf("rally-lobby %s (netpunch protocol %s)\n", RALLY_VERSION,
-		       LOBBY_VERSION_DEFAULT);
-		exit(0);
-	}
-	if (strcmp(argv[1], "host") == 0)
-		c->mode = MODE_HOST;
-	else if (strcmp(argv[1], "join") == 0)
-		c->mode = MODE_JOIN;
-	else if (strcmp(argv[1], "code") == 0)
-		c->mode = MODE_CODE;
-	else if (strcmp(argv[1], "observe") == 0)
-		c->mode = MODE_OBSERVE;
-	else
-		die_usage("unknown command: %s", argv[1]);
 	snprintf(c->name, sizeof(c->name), "player");
 	c->timeout_ms = 40000;
 	c->max_players = LOBBY_CAP;
 	c->game_local_port = 7771;
 	snprintf(c->protocol_version, sizeof(c->protocol_version), "%s", LOBBY_VERSION_DEFAULT);
-	*lt = LOG_TARGET_AUTO;
-	optind = 2;
-	while ((o = getopt_long(argc, argv, "", options, NULL)) != -1) {
-		switch (o) {
-		case OPT_NAME:
-			copy(c->name, sizeof(c->name), optarg, "--name");
-			break;
-		case OPT_LOCAL_PORT:
-			c->local_port = (uint16_t)parse_num(optarg, 0, 65535, "--local-port");
-			c->local_port_set = true;
-			break;
-		case OPT_TIMEOUT:
-			c->timeout_ms = parse_num(optarg, 1, 86400, "--timeout") * 1000;
-			break;
-		case OPT_IO_DIR:
-			copy(c->io_dir, sizeof(c->io_dir), optarg, "--io-dir");
-			break;
-		case OPT_PASSWORD:
-			copy(c->password, sizeof(c->password), optarg, "--password");
-			c->has_password = optarg[0] != '\0';
-			break;
-		case OPT_LOBBY_NAME:
-			copy(c->lobby_name, sizeof(c->lobby_name), optarg, "--lobby-name");
-			break;
-		case OPT_PUBLISH:
-			copy(c->publish_url, sizeof(c->publish_url), optarg, "--publish");
-			break;
-		case OPT_PUBLIC:
-			c->public_ = true;
-			break;
-		case OPT_RENDEZVOUS:
-			if (strcmp(optarg, "off") == 0)
-				c->rendezvous_off = true;
-			else
-				copy(c->rendezvous_url, sizeof(c->rendezvous_url), optarg,
-				     "--rendezvous");
-			break;
-		case OPT_GAME_RELAY:
-			c->game_relay_port =
-				(uint16_t)parse_num(optarg, 0, 65535, "--game-relay-port");
-			c->game_relay_set = true;
-			break;
-		case OPT_GAME_LOCAL:
-			c->game_local_port =
-				(uint16_t)parse_num(optarg, 1, 65535, "--game-local-port");
-			break;
-		case OPT_FORWARD_LOG:
-		case OPT_IGNORED_ARG:
-		case OPT_IGNORED:
-			break;
-		case OPT_NO_MESH:
-			c->no_mesh = true;
-			break;
-		case OPT_COMPANIES:
-			c->companies = true;
-			break;
-		case OPT_STUN:
-			if (!stun_given)
-				c->nstun = 0;
-			stun_given = true;
-			add_stun(c, optarg);
-			break;
-		case OPT_LAN_IP:
-			if (addr_parse(&c->lan, optarg, -1) == 0) {
-				c->lan_port_set = true;
-			} else if (addr_parse_ip(&c->lan, optarg) < 0) {
-				die_usage("--lan-ip %s: expected IP or IP:PORT", optarg);
-			}
-			if (!addr_is_v4(&c->lan))
-				die_usage("--lan-ip %s: IPv4 only", optarg);
-			c->lan_set = true;
-			break;
-		case OPT_UPNP:
-			if (strcmp(optarg, "off") == 0)
-				c->upnp_off = true;
-			else if (strcmp(optarg, "on") != 0)
-				die_usage("--upnp %s: on or off", optarg);
-			break;
-		case OPT_MAX_PLAYERS:
-			c->max_players = (unsigned)parse_num(optarg, 1, LOBBY_CAP, "--max-players");
-			break;
-		case OPT_PROTOCOL:
-			copy(c->protocol_version, sizeof(c->protocol_version), optarg,
-			     "--protocol-version");
-			break;
-		case OPT_LOG:
-			if (strcmp(optarg, "plain") == 0)
-				*lt = LOG_TARGET_PLAIN;
-			else if (strcmp(optarg, "journal") == 0)
-				*lt = LOG_TARGET_JOURNAL;
-			else if (strcmp(optarg, "auto") != 0)
-				die_usage("--log %s: auto, plain or journal", optarg);
-			break;
-		case OPT_DEBUG:
-			c->debug = true;
-			break;
-		case OPT_HELP:
-			fputs(usage, stdout);
-			exit(0);
-		case OPT_VERSION:
-			printf("rally-lobby %s (netpunch protocol %s)\n", RALLY_VERSION,
-			       LOBBY_VERSION_DEFAULT);
-			exit(0);
-		case OPT_UNSUPPORTED:
-			die_usage("%s: the dedicated relay lobby is not built yet",
-				  argv[optind - 1]);
-			break;
-		default:
-			fprintf(stderr, "Try 'rally-lobby --help'.\n");
-			exit(2);
-		}
+
+	pos = daemon_parse(d, argc, argv, flags, n);
+	if (pos >= argc)
+		daemon_die_usage("a command is needed: host, join CODE, code CODE or observe");
+	cmd = argv[pos++];
+	if (strcmp(cmd, "host") == 0)
+		c->mode = LOBBY_MODE_HOST;
+	else if (strcmp(cmd, "join") == 0)
+		c->mode = LOBBY_MODE_JOIN;
+	else if (strcmp(cmd, "code") == 0)
+		c->mode = LOBBY_MODE_CODE;
+	else if (strcmp(cmd, "observe") == 0)
+		c->mode = LOBBY_MODE_OBSERVE;
+	else
+		daemon_die_usage("unknown command: %s", cmd);
+	if (c->mode == LOBBY_MODE_JOIN || c->mode == LOBBY_MODE_CODE) {
+		if (pos >= argc)
+			daemon_die_usage("%s needs a CODE", cmd);
+		daemon_copy(c->code, sizeof(c->code), argv[pos++], "CODE", false);
 	}
-	if (c->mode == MODE_JOIN || c->mode == MODE_CODE) {
-		if (optind >= argc)
-			die_usage("%s needs a CODE", c->mode == MODE_JOIN ? "join" : "code");
-		copy(c->code, sizeof(c->code), argv[optind++], "CODE");
-	}
-	if (optind < argc)
-		die_usage("unexpected argument: %s", argv[optind]);
-	if (!stun_given) {
+	if (pos < argc)
+		daemon_die_usage("unexpected argument: %s", argv[pos]);
+	c->local_port_set = daemon_flag_seen(flags, n, "local-port");
+	c->game_relay_set = daemon_flag_seen(flags, n, "game-relay-port");
+	if (!daemon_flag_seen(flags, n, "stun")) {
 		for (size_t i = 0; i < sizeof(default_stun) / sizeof(default_stun[0]); i++)
 			add_stun(c, default_stun[i]);
 	}
@@ -374,7 +241,10 @@ static void parse_args(int argc, char **argv, struct lobby_cfg *c, enum log_targ
 
 /* ---- running ---- */
 
-static struct lobby app;
+struct app {
+	struct daemon d;
+	struct lobby l;
+};
 
 void lobby_exit(struct lobby *l, int status)
 {
@@ -385,21 +255,18 @@ void lobby_exit(struct lobby *l, int status)
 	ev_loop_stop(l->loop);
 }
 
-static void on_signal(int signo, void *arg)
+/* SIGINT/SIGTERM act as the quit command; once stopping, they stop. */
+static void on_stop(struct daemon *d, void *arg)
 {
 	struct lobby *l = arg;
 
-	if (signo != SIGINT && signo != SIGTERM)
-		return;
+	(void)d;
 	if (l->stopping) {
 		ev_loop_stop(l->loop);
 		return;
 	}
-	log_info("stopping signal=%s", signo == SIGINT ? "SIGINT" : "SIGTERM");
-	if (l->host != NULL)
-		lobby_host_quit(l);
-	else if (l->join != NULL)
-		lobby_join_quit(l);
+	if (l->role != NULL)
+		l->role->quit(l);
 	else
 		lobby_exit(l, 0);
 }
@@ -450,8 +317,32 @@ static int cmd_code(struct lobby_cfg *c)
 	return 0;
 }
 
+/* --check-config: the flags parsed; a join's code must decode too. */
+static int check_config(const struct lobby_cfg *c)
+{
+	struct joincode jc;
+	char err[160];
+	uint64_t steam;
+
+	if (c->mode == LOBBY_MODE_JOIN && !joincode_steam_id(c->code, &steam) &&
+	    joincode_decode(c->code, c->has_password ? c->password : NULL, (long long)time(NULL),
+			    &jc, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rally-lobby: bad code: %s\n", err);
+		return DAEMON_EXIT_USAGE;
+	}
+	log_bare("config-ok mode=%s name=\"%s\" io_dir=%s",
+		 c->mode == LOBBY_MODE_HOST   ? "host"
+		 : c->mode == LOBBY_MODE_JOIN ? "join"
+		 : c->mode == LOBBY_MODE_CODE ? "code"
+					      : "observe",
+		 c->name, c->io_dir[0] != '\0' ? c->io_dir : ".");
+	return DAEMON_EXIT_OK;
+}
+
 /* Decoding a locked code runs PBKDF2: on the worker, never on the loop. */
 struct decode_job {
+	struct lobby *l;
+	struct daemon *d;
 	char text[JOINCODE_MAX_TEXT];
 	char password[LOBBY_PASSWORD_MAX];
 	bool has_password;
@@ -469,26 +360,29 @@ static void decode_work(void *arg)
 			       sizeof(d->err));
 }
 
-static void ready_line(struct lobby *l);
-
-static void start_join(struct lobby *l, const struct joincode *c)
+static void ready_line(struct daemon *d, struct lobby *l)
 {
-	int r = lobby_join_start(l, c);
+	daemon_ready(d, "udp=0.0.0.0:%u game=127.0.0.1:%u", lobby_net_port(l->net),
+		     l->game != NULL ? lobby_game_port(l->game) : 0);
+}
+
+/* The role's start, then the rendezvous: both roles alike. */
+static int start_role(struct daemon *d, struct lobby *l, const struct joincode *code)
+{
+	int r = l->role->start(l, code);
 
 	if (r == 0)
 		r = lobby_rv_new(l);
-	if (r < 0) {
-		lobby_ipc_status(l, "failed", "could not start the lobby");
-		lobby_exit(l, 1);
-		return;
-	}
-	ready_line(l);
+	if (r < 0)
+		return r;
+	ready_line(d, l);
+	return 0;
 }
 
 static void decode_done(void *arg, bool cancelled)
 {
 	struct decode_job *d = arg;
-	struct lobby *l = &app;
+	struct lobby *l = d->l;
 
 	if (!cancelled) {
 		if (d->r < 0) {
@@ -497,32 +391,36 @@ static void decode_done(void *arg, bool cancelled)
 			snprintf(detail, sizeof(detail), "bad code: %s", d->err);
 			log_err("bad-code error=\"%s\"", d->err);
 			lobby_ipc_status(l, "failed", detail);
-			lobby_exit(l, 2);
+			lobby_exit(l, DAEMON_EXIT_USAGE);
 		} else {
 			if (d->c.stale)
 				log_warnx("code-stale age=%lld", d->c.age);
-			start_join(l, &d->c);
+			if (start_role(d->d, l, &d->c) < 0) {
+				lobby_ipc_status(l, "failed", "could not start the lobby");
+				lobby_exit(l, DAEMON_EXIT_FAIL);
+			}
 		}
 	}
 	sodium_memzero(d->password, sizeof(d->password));
 	free(d);
 }
 
-static int begin_join(struct lobby *l)
+static int begin_join(struct daemon *dm, struct lobby *l)
 {
 	struct decode_job *d;
 	uint64_t steam;
 
 	if (joincode_steam_id(l->cfg.code, &steam)) {
 		log_err("bad-code error=\"a Steam-ID code needs the Steam tunnel, which "
-			"rally-lobby "
-			"does not have\"");
+			"rally-lobby does not have\"");
 		lobby_ipc_status(l, "failed", "bad code: Steam-ID codes need the Steam tunnel");
 		return -EINVAL;
 	}
 	d = calloc(1, sizeof(*d));
 	if (d == NULL)
 		return -ENOMEM;
+	d->l = l;
+	d->d = dm;
 	snprintf(d->text, sizeof(d->text), "%s", l->cfg.code);
 	snprintf(d->password, sizeof(d->password), "%s", l->cfg.password);
 	d->has_password = l->cfg.has_password;
@@ -530,11 +428,8 @@ static int begin_join(struct lobby *l)
 	if (!joincode_is_locked(d->text)) {
 		/* Cheap: decode now and report a bad code at once. */
 		decode_work(d);
-		if (d->r < 0) {
+		if (d->r < 0)
 			fprintf(stderr, "rally-lobby: bad code: %s\n", d->err);
-			decode_done(d, false);
-			return 0;
-		}
 		decode_done(d, false);
 		return 0;
 	}
@@ -549,51 +444,46 @@ static void observed_print(struct lobby *l, void *arg)
 	lobby_exit(l, 0);
 }
 
-static void ready_line(struct lobby *l)
-{
-	log_bare("ready udp=0.0.0.0:%u game=127.0.0.1:%u", lobby_net_port(l->net),
-		 l->game != NULL ? lobby_game_port(l->game) : 0);
-}
-
 int main(int argc, char **argv)
 {
-	struct lobby *l = &app;
-	enum log_target lt;
+	static struct app app;
+	struct daemon *d = &app.d;
+	struct lobby *l = &app.l;
 	uint8_t sess[6];
 	int r;
 
-	ev_block_signals();
-	parse_args(argc, argv, &l->cfg, &lt);
-	log_init(l->cfg.debug ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO, lt);
-	if (sodium_init() < 0)
-		log_fatalx("sodium-init-fail");
-	if (l->cfg.mode == MODE_CODE)
-		return cmd_code(&l->cfg);
+	daemon_init(d, "rally-lobby", usage);
+	d->version_note = "(netpunch protocol " LOBBY_VERSION_DEFAULT ")";
+	parse_args(d, argc, argv, &l->cfg);
+	if (d->check)
+		return check_config(&l->cfg);
+	daemon_start(d);
+	if (l->cfg.mode == LOBBY_MODE_CODE) {
+		r = cmd_code(&l->cfg);
+		daemon_free(d);
+		return r;
+	}
+	l->loop = d->loop;
+	daemon_set_handlers(d, on_stop, NULL, l);
 	randombytes_buf(sess, sizeof(sess));
 	sodium_bin2hex(l->session, sizeof(l->session), sess, sizeof(sess));
-	l->loop = ev_loop_new();
-	if (l->loop == NULL)
-		log_fatal("loop-init-fail");
-	ev_signal_set(l->loop, on_signal, l);
 	l->curl = curlev_new(l->loop);
 	if (l->curl == NULL)
 		log_fatal("curl-init-fail");
 
-	if (l->cfg.mode == MODE_OBSERVE) {
-		static const struct lobby_net_handlers none = {NULL, NULL, NULL};
-
-		r = lobby_net_new(l, l->cfg.local_port_set ? l->cfg.local_port : 0, &none);
+	if (l->cfg.mode == LOBBY_MODE_OBSERVE) {
+		r = lobby_net_new(l, l->cfg.local_port_set ? l->cfg.local_port : 0);
 		if (r < 0 || lobby_observe_start(l, true, observed_print, NULL) < 0)
 			log_fatalx("observe-fail");
 		ev_loop_run(l->loop);
-		r = 0;
+		r = DAEMON_EXIT_OK;
 		goto out;
 	}
 	r = lobby_ipc_new(l);
 	if (r < 0) {
 		errno = -r;
 		log_warn("io-dir-unusable dir=%s", l->cfg.io_dir[0] ? l->cfg.io_dir : ".");
-		r = 1;
+		r = DAEMON_EXIT_FAIL;
 		goto out;
 	}
 	r = lobby_game_new(l);
@@ -601,25 +491,20 @@ int main(int argc, char **argv)
 		errno = -r;
 		log_warn("game-relay-port-fail");
 		lobby_ipc_status(l, "failed", "the game relay port is taken");
-		r = 1;
+		r = DAEMON_EXIT_FAIL;
 		goto out;
 	}
-	if (l->cfg.mode == MODE_HOST) {
-		r = lobby_host_start(l);
-		if (r == 0)
-			r = lobby_rv_new(l);
-		if (r < 0) {
+	/* The one place a role is picked. */
+	l->role = l->cfg.mode == LOBBY_MODE_HOST ? &lobby_host_role : &lobby_join_role;
+	if (l->cfg.mode == LOBBY_MODE_HOST) {
+		if (start_role(d, l, NULL) < 0) {
 			lobby_ipc_status(l, "failed", "could not open the lobby port");
-			r = 1;
+			r = DAEMON_EXIT_FAIL;
 			goto out;
 		}
-		ready_line(l);
-	} else {
-		r = begin_join(l);
-		if (r < 0) {
-			r = 2;
-			goto out;
-		}
+	} else if (begin_join(d, l) < 0) {
+		r = DAEMON_EXIT_USAGE;
+		goto out;
 	}
 	if (!l->stopping)
 		ev_loop_run(l->loop);
@@ -637,15 +522,15 @@ int main(int argc, char **argv)
 	lobby_observe_unmap(l, 3000);
 out:
 	lobby_rv_free(l->rv);
-	lobby_host_free(l->host);
-	lobby_join_free(l->join);
+	if (l->role != NULL)
+		l->role->free(l);
 	lobby_observe_free(l->obs);
 	lobby_game_free(l->game);
 	lobby_net_free(l->net);
 	lobby_ipc_free(l->ipc);
 	seal_free(l->sealer);
 	curlev_free(l->curl);
-	ev_loop_free(l->loop);
+	daemon_free(d);
 	sodium_memzero(l->secret, sizeof(l->secret));
 	sodium_memzero(l->cfg.password, sizeof(l->cfg.password));
 	return r;

@@ -282,9 +282,9 @@ static void test_mesh_and_game(struct json_object *root)
 	ret = np1_game_build(buf, sizeof(buf), frame, n);
 	CHECK(vec_eq_hex(buf, (size_t)ret, vec_str(gf, "payload_hex")));
 	free(frame);
-	memset(buf + 1, 0x42, GAME_FRAME_MAX);
-	CHECK_EQ_INT(np1_game_build(buf, sizeof(buf), buf + 1, GAME_FRAME_MAX), GAME_FRAME_MAX + 1);
-	CHECK_EQ_INT(np1_game_build(buf, sizeof(buf), buf + 1, GAME_FRAME_MAX + 1), -EMSGSIZE);
+	memset(buf + 1, 0x42, NP1_GAME_MAX);
+	CHECK_EQ_INT(np1_game_build(buf, sizeof(buf), buf + 1, NP1_GAME_MAX), NP1_GAME_MAX + 1);
+	CHECK_EQ_INT(np1_game_build(buf, sizeof(buf), buf + 1, NP1_GAME_MAX + 1), -EMSGSIZE);
 	CHECK_EQ_INT(np1_game_build(buf, 10, buf + 100, 10), -ENOSPC);
 }
 

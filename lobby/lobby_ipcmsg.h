@@ -1,0 +1,114 @@
+/*
+ * The messages between the lobby and the game beside it (netpunch-wire.md
+ * §15): the commands the game appends to lobby_in.jsonl ({"cmd": ...}),
+ * decoded into one struct, and the events we append to lobby_out.jsonl
+ * ({"type": ...}), encoded as Python's json.dumps writes them in netpunch's
+ * key orders. Pure: no I/O, clock or logging.
+ */
+#ifndef LOBBY_IPCMSG_H
+#define LOBBY_IPCMSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lobby_msg.h"
+
+struct json_object;
+struct strbuf;
+
+#define LOBBY_CMD_DEPTH (16)
+
+enum lobby_cmd_type {
+	LOBBY_CMD_UNKNOWN = 0, /* a cmd we do not act on (logged, ignored) */
+	LOBBY_CMD_QUIT,
+	LOBBY_CMD_CHAT,
+	LOBBY_CMD_NAME,
+	LOBBY_CMD_STAGE,
+	LOBBY_CMD_COMPANY,
+	LOBBY_CMD_MODE,
+	LOBBY_CMD_PUBLISH,
+	LOBBY_CMD_START,
+	LOBBY_CMD_NOTE,
+	LOBBY_CMD_NTYPES
+};
+
+struct lobby_cmd {
+	enum lobby_cmd_type type;
+	const char *cmd; /* the "cmd" text as received */
+	union {
+		const char *text; /* chat, stage, note: "text" (NULL: absent) */
+		const char *name; /* name: "name" */
+		struct {
+			const char *player;
+			long long id; /* 0 when absent */
+		} company;
+		const char *mode; /* mode: "mode" */
+		bool on;          /* publish: "on" (false when absent) */
+		struct {
+			const char *save; /* the save's path; NULL: start without */
+			bool has_switch;
+		} start;
+	};
+	struct json_object *root; /* owned: the strings point into it */
+};
+
+/*
+ * Decodes one lobby_in.jsonl line (without its newline; trailing \r and
+ * spaces are ignored). Returns 0 with *c filled (lobby_cmd_release frees
+ * it), -ENODATA for a blank line, -EBADMSG with err set ("no cmd", or
+ * where the JSON broke).
+ */
+int lobby_cmd_decode(const char *line, size_t len, struct lobby_cmd *c, char *err, size_t errsize);
+void lobby_cmd_release(struct lobby_cmd *c);
+
+enum lobby_event_type {
+	LOBBY_EV_CODE,
+	LOBBY_EV_TRANSPORT_LOBBY,
+	LOBBY_EV_STATUS,
+	LOBBY_EV_ROSTER_HOST, /* the host's roster event */
+	LOBBY_EV_ROSTER_JOIN, /* the joiner's: other fields, another order */
+	LOBBY_EV_CHAT,
+	LOBBY_EV_START,
+};
+
+struct lobby_event_roster {
+	struct lobby_msg_names players;
+	const char *you, *host, *lobby;
+	bool has_relay; /* a joiner passes on what the host sent: null when not */
+	bool relay;
+	struct lobby_msg_dict companies, stages;
+	const char *mode;
+	bool join_freeze;                            /* host only */
+	struct lobby_msg_dict letters;               /* joiner only */
+	struct lobby_msg_num stored_age, stored_max; /* joiner only */
+};
+
+struct lobby_event {
+	enum lobby_event_type type;
+	union {
+		struct {
+			const char *code, *steam;
+			bool crossplay;
+			const char *cross_code;
+		} code;
+		const char *epoch; /* transport_lobby */
+		struct {
+			const char *state, *detail;
+		} status;
+		struct lobby_event_roster roster;
+		struct {
+			const char *from, *text;
+			bool has_ts; /* local notices (from MULTIPLAYER) have none */
+			long long ts;
+		} chat;
+		struct {
+			bool save;
+			bool has_switch;
+		} start;
+	};
+};
+
+/* Appends the event's JSON object to out (no newline). 0 or -EMSGSIZE. */
+int lobby_event_encode(const struct lobby_event *e, struct strbuf *out);
+
+#endif
