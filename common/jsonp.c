@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -45,10 +47,109 @@ static size_t utf8_check(const unsigned char *s, size_t len)
 	return len;
 }
 
+static int hex4(const char *s)
+{
+	int v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char c = s[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+			v |= (c | 0x20) - 'a' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+/* At text[i] (a backslash), an escaped surrogate pair: its code point, or 0. */
+static unsigned pair_at(const char *t, size_t len, size_t i)
+{
+	int hi, lo;
+
+	if (len - i < 12 || t[i + 1] != 'u' || t[i + 6] != '\\' || t[i + 7] != 'u')
+		return 0;
+	hi = hex4(t + i + 2);
+	lo = hex4(t + i + 8);
+	if (hi < 0xd800 || hi > 0xdbff || lo < 0xdc00 || lo > 0xdfff)
+		return 0;
+	return 0x10000 + (((unsigned)hi - 0xd800) << 10) + ((unsigned)lo - 0xdc00);
+}
+
+/*
+ * What json-c 0.16 gets wrong, found by fuzzing the lobby's codec:
+ *   - a raw control character (below 0x20) inside a string is taken,
+ *     where Python's json.loads (strict) refuses the document: *bad is
+ *     set to its offset;
+ *   - an escaped surrogate pair whose high half has (hi & 0x3e) == 0x36
+ *     (U+1D800-1DBFF, U+2D800-2DFFF: CJK Extension F, ...) decodes to
+ *     U+FFFD: the count of pairs is returned, so the caller writes them
+ *     as UTF-8 before json-c reads the text.
+ */
+static size_t scan_strings(const char *t, size_t len, size_t *bad)
+{
+	size_t pairs = 0;
+	bool in_str = false;
+
+	*bad = len;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)t[i];
+
+		if (!in_str) {
+			in_str = c == '"';
+		} else if (c == '"') {
+			in_str = false;
+		} else if (c == '\\') {
+			if (pair_at(t, len, i) != 0) {
+				pairs++;
+				i += 11;
+			} else {
+				i++; /* the escaped byte, whatever it is */
+			}
+		} else if (c < 0x20) {
+			*bad = i;
+			return pairs;
+		}
+	}
+	return pairs;
+}
+
+/* text with every escaped surrogate pair as its UTF-8 (malloc'd, NUL-free:
+ * the pairs are of code points >= U+10000). */
+static char *decode_pairs(const char *t, size_t len, size_t *out_len)
+{
+	char *o = malloc(len), *p = o;
+
+	if (o == NULL)
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		unsigned cp = t[i] == '\\' ? pair_at(t, len, i) : 0;
+
+		if (cp == 0) {
+			*p++ = t[i];
+			/* Keep an escaped byte with its backslash. */
+			if (t[i] == '\\' && i + 1 < len)
+				*p++ = t[++i];
+			continue;
+		}
+		*p++ = (char)(0xf0 | (cp >> 18));
+		*p++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+		*p++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+		*p++ = (char)(0x80 | (cp & 0x3f));
+		i += 11;
+	}
+	*out_len = (size_t)(p - o);
+	return o;
+}
+
 int jsonp_parse(const char *text, size_t len, int depth, struct json_object **out, char *err,
 		size_t errsize)
 {
-	size_t bad;
+	size_t bad, pairs;
+	char *fixed = NULL;
 	struct json_tokener *tok;
 	struct json_object *o;
 	enum json_tokener_error je;
@@ -73,9 +174,24 @@ int jsonp_parse(const char *text, size_t len, int depth, struct json_object **ou
 		snprintf(err, errsize, "offset %zu: invalid UTF-8", bad);
 		return -EBADMSG;
 	}
+	pairs = scan_strings(text, len, &bad);
+	if (bad != len) {
+		snprintf(err, errsize, "offset %zu: control character in a string", bad);
+		return -EBADMSG;
+	}
+	if (pairs > 0) {
+		/* Offsets in errors past this point are of the decoded text. */
+		fixed = decode_pairs(text, len, &len);
+		if (fixed == NULL) {
+			snprintf(err, errsize, "out of memory");
+			return -EBADMSG;
+		}
+		text = fixed;
+	}
 	tok = json_tokener_new_ex(depth);
 	if (tok == NULL) {
 		snprintf(err, errsize, "out of memory");
+		free(fixed);
 		return -EBADMSG;
 	}
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -88,12 +204,14 @@ int jsonp_parse(const char *text, size_t len, int depth, struct json_object **ou
 		else
 			snprintf(err, errsize, "offset %zu: %s", end, json_tokener_error_desc(je));
 		json_tokener_free(tok);
+		free(fixed);
 		return -EBADMSG;
 	}
 	json_tokener_free(tok);
 	while (end < len &&
 	       (text[end] == ' ' || text[end] == '\n' || text[end] == '\r' || text[end] == '\t'))
 		end++;
+	free(fixed);
 	if (end != len) {
 		snprintf(err, errsize, "offset %zu: trailing data", end);
 		json_object_put(o);

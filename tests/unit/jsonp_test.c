@@ -48,6 +48,33 @@ static void test_utf8(void)
 	CHECK_EQ_STR(err, "offset 4: invalid UTF-8");
 }
 
+/* Where json-c 0.16 differs from Python, and jsonp follows Python. */
+static void test_json_c_gaps(void)
+{
+	struct json_object *o;
+	char err[96];
+
+	/* A raw control character in a string: json.loads refuses it. */
+	CHECK_EQ_INT(jsonp_parse("[\"a\x17\"]", 5, 8, &o, err, sizeof(err)), -EBADMSG);
+	CHECK_EQ_STR(err, "offset 3: control character in a string");
+	CHECK_EQ_INT(parse("[\"a\tb\"]", &o), -EBADMSG);
+	/* ... but whitespace between values is fine, and escaped controls. */
+	CHECK_EQ_INT(parse("[\n\t\"a\\tb\\u0017\"\r\n]", &o), 0);
+	json_object_put(o);
+	/* Every escaped surrogate pair decodes, those json-c gets wrong too:
+	 * U+1D822 (high half D836) and U+2D800 (D876), beside an ordinary one. */
+	CHECK_EQ_INT(parse("[\"x\\ud836\\udc22y\", \"\\ud876\\udc00\", \"\\ud83d\\ude00\"]", &o),
+		     0);
+	CHECK_EQ_STR(json_object_get_string(json_object_array_get_idx(o, 0)), "x\xf0\x9d\xa0\xa2y");
+	CHECK_EQ_STR(json_object_get_string(json_object_array_get_idx(o, 1)), "\xf0\xad\xa0\x80");
+	CHECK_EQ_STR(json_object_get_string(json_object_array_get_idx(o, 2)), "\xf0\x9f\x98\x80");
+	json_object_put(o);
+	/* An escaped backslash followed by "ud836" is text, not an escape. */
+	CHECK_EQ_INT(parse("\"\\\\ud836\\u0041\"", &o), 0);
+	CHECK_EQ_STR(json_object_get_string(o), "\\ud836A");
+	json_object_put(o);
+}
+
 static void test_whole(void)
 {
 	struct json_object *o;
@@ -84,6 +111,7 @@ static void test_fields(void)
 int main(void)
 {
 	test_utf8();
+	test_json_c_gaps();
 	test_whole();
 	test_fields();
 	return tap_done("jsonp");
