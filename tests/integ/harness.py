@@ -45,15 +45,54 @@ def check(cond, msg):
 
 
 def wait_for(pred, timeout, what, interval=0.02):
-    """Polls pred() until it returns a true value; returns that value."""
+    """The one wait of the scenarios: polls pred() until it returns a true
+    value and returns that value, or fails after timeout seconds naming what
+    it waited for (what may be a callable, called then, to show the state
+    at the deadline). Something that must happen is waited for here, never
+    slept for; something that must not happen is bounded by a later event
+    that proves the daemon got past it. The interval is the pause between
+    two polls, bounded by the deadline; it is the only timed pause here."""
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
-        if time.monotonic() >= deadline:
-            raise Failure("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Failure("timed out after %.1fs waiting for %s" % (
+                timeout, what() if callable(what) else what))
+        time.sleep(min(interval, left))
+
+
+def udp_rx_queue(addr):
+    """Bytes waiting in the receive queue of the UDP socket bound to addr
+    (ip, port), from /proc/net/udp{,6} of the caller's network namespace;
+    None if no such socket."""
+    ip, port = addr[0], addr[1]
+    if ":" in ip:
+        table, packed = "/proc/net/udp6", None
+    else:
+        table = "/proc/net/udp"
+        packed = "%08X" % int.from_bytes(socket.inet_aton(ip), "little")
+    try:
+        with open(table) as f:
+            next(f)
+            for ln in f:
+                cols = ln.split()
+                lip, lport = cols[1].split(":")
+                if int(lport, 16) == port and (packed is None or lip in (packed, "00000000")):
+                    return int(cols[4].split(":")[1], 16)
+    except OSError:
+        pass
+    return None
+
+
+def wait_rx_drained(addr, timeout=10, what="the daemon to read its socket"):
+    """Paces a sender on the receiver: returns once the daemon's socket at
+    addr has nothing left unread, so a burst sent in steps never overflows
+    its receive buffer (a loss that would not be the daemon's)."""
+    wait_for(lambda: udp_rx_queue(addr) == 0, timeout,
+             lambda: "%s (%s bytes unread on %s:%d)" % (what, udp_rx_queue(addr), addr[0], addr[1]))
 
 
 def oob(cmd):
@@ -518,6 +557,24 @@ class UdpPeer:
     def close(self):
         self.stop = True
         self.t.join(2)
+
+    def flush(self, timeout=5):
+        """Returns once this peer has read everything that reached its
+        socket before now: a marker is sent from a socket of its own and
+        waited for (one receive queue, read in order), then forgotten, so
+        .got holds only what others sent. For checks that something did
+        not arrive: after flush() it would have."""
+        marker = b"rally-integ-flush " + os.urandom(8).hex().encode()
+        s = socket.socket(socket.AF_INET6 if ":" in self.addr[0] else socket.AF_INET,
+                          socket.SOCK_DGRAM)
+        try:
+            s.sendto(marker, self.addr[:2])
+            wait_for(lambda: any(d == marker for _, d, _ in self.packets()), timeout,
+                     "%s:%d to read everything sent to it" % self.addr[:2])
+        finally:
+            s.close()
+        with self.lock:
+            self.got = [g for g in self.got if g[1] != marker]
 
     def packets(self, since=0, src=None, prefix=None):
         with self.lock:

@@ -11,7 +11,6 @@ import os
 import re
 import socket
 import threading
-import time
 
 from harness import Lobby, check, run, wait_for
 
@@ -95,9 +94,16 @@ def scenario(env):
         px.inject(b"garbage, not NP1", to_host)
         px.inject(b"NP1:", to_host)
     check(n == 10, "injected %d frames of each kind" % n)
-    time.sleep(0.5)
 
-    # The session goes on, and the host sent no plain reject to its peer.
+    # Each lobby reads its one socket in order, and all of the above came
+    # from the proxy's socket: a frame the proxy passes on after them is
+    # handled after them. Bob's chat is that frame for the host...
+    j.command(cmd="chat", text="after the injections")
+    host.wait_event(lambda e: e.get("type") == "chat" and e["text"] == "after the injections", 5,
+                    "bob's chat after the injections")
+
+    # ...and the host's for bob. The session goes on, and the host sent no
+    # plain reject to its peer (it would have come before this chat).
     host.command(cmd="chat", text="still fine")
     j.wait_event(lambda e: e.get("type") == "chat" and e["text"] == "still fine", 5, "chat after")
     check(not [f for f in px.rec["to_joiner"] if f.startswith(b"NP1:D")],

@@ -11,7 +11,6 @@ lobby_state.json, lobby_in.jsonl commands. Only loopback candidates: every
 lobby runs with --lan-ip 127.0.0.1, no STUN, no UPnP, no master."""
 
 import json
-import time
 
 from harness import Bridge, Lobby, check, run, wait_for
 
@@ -22,7 +21,9 @@ def names(lobby):
 
 
 def scenario(env):
-    hb = Bridge(env, 1, send=300, rate=200, duration_ms=6000, name="bridge-host")
+    # The senders wait for "go" until both joiners are in, so every frame
+    # has somewhere to go (a joiner still dialling would miss the first ones).
+    hb = Bridge(env, 1, send=300, rate=200, duration_ms=6000, name="bridge-host", wait_go=True)
     host = Lobby(env, "host", name="alice", args=["--game-local-port", str(hb.port),
                                                    "--lobby-name", "Test lobby"])
     hb.connect(host)
@@ -33,7 +34,7 @@ def scenario(env):
           "code event: %r" % ev)
     host.wait_status("waiting", r"^lobby ready on \d+$")
 
-    b1 = Bridge(env, 2, send=300, rate=200, duration_ms=6000, name="bridge-bob")
+    b1 = Bridge(env, 2, send=300, rate=200, duration_ms=6000, name="bridge-bob", wait_go=True)
     j1 = Lobby(env, "join", code=code, name="bob", args=["--game-local-port", str(b1.port)])
     b1.connect(j1)
     j1.wait_status("connected", "^joined the host$")
@@ -46,6 +47,8 @@ def scenario(env):
     wait_for(lambda: names(host) == ["alice", "bob", "bob#2"], 5, "the host's roster")
     wait_for(lambda: names(j1) == ["alice", "bob", "bob#2"], 5, "bob's roster")
     wait_for(lambda: names(j2) == ["alice", "bob", "bob#2"], 5, "bob#2's roster")
+    hb.go()
+    b1.go()
     check(j1.roster()["you"] == "bob" and j2.roster()["you"] == "bob#2", "you: %r %r" % (
         j1.roster()["you"], j2.roster()["you"]))
     check(j1.roster()["host"] == "alice" and j1.roster()["lobby"] == "Test lobby", "roster host/lobby")
@@ -63,16 +66,21 @@ def scenario(env):
                  "%s to see bob's chat" % who.name)
         wait_for(lambda: len([e for e in who.events("chat") if e["text"] == "hello from alice"]) == 1, 5,
                  "%s to see alice's chat" % who.name)
-    time.sleep(0.3)  # the other two copies arrive: still once
+
+    # Stage and company. The other two copies of each chat left the host in
+    # the same burst as the first; the roster the stage change sends every
+    # joiner comes after them on the same path, so a joiner showing it has
+    # read them: still once.
+    j2.command(cmd="stage", text="loading 50%")
+    wait_for(lambda: (host.roster() or {}).get("stages") == {"bob#2": "loading 50%"}, 5, "stage")
+    for who in (j1, j2):
+        wait_for(lambda: (who.roster() or {}).get("stages") == {"bob#2": "loading 50%"}, 5,
+                 "%s to see the stage" % who.name)
     for who in (host, j1, j2):
         chats = who.events("chat")
         check(len(chats) == 2, "%s chats: %r" % (who.name, chats))
         check(all(set(c) == {"type", "from", "text", "ts"} for c in chats), "chat fields %r" % chats)
     check([c["from"] for c in j2.events("chat") if c["text"] == "hi, bob here"] == ["bob"], "from")
-
-    # Stage and company.
-    j2.command(cmd="stage", text="loading 50%")
-    wait_for(lambda: (host.roster() or {}).get("stages") == {"bob#2": "loading 50%"}, 5, "stage")
     j1.command(cmd="company", id=7)
     wait_for(lambda: (j2.roster() or {}).get("companies", {}).get("bob") == 7, 5, "company")
 
@@ -102,7 +110,12 @@ def scenario(env):
     host.command(cmd="start")
     for j in (j1, j2, j3):
         j.wait_event(lambda e: e == {"type": "start", "save": False}, 5, "start")
-    time.sleep(0.3)
+    # Its other two copies went in the same burst; a chat sent after them
+    # reaches each joiner behind them.
+    host.command(cmd="chat", text="after the start")
+    for j in (j1, j2, j3):
+        j.wait_event(lambda e: e.get("type") == "chat" and e["text"] == "after the start", 5,
+                     "the chat after the start")
     for j in (j1, j2, j3):
         check(len(j.events("start")) == 1, "%s start events: %r" % (j.name, j.events("start")))
         check(j.state()["started"] is True, "started in the state file")

@@ -36,7 +36,9 @@ def scenario(env):
     path = os.path.join(sd, "registry.json")
     wait_for(lambda: os.path.exists(path) and "CODE2" in open(path).read(), 5,
              "the periodic snapshot")
-    time.sleep(1.1)  # the rows age a second before the restart
+    # The rows age a second before the restart (the master's own count).
+    wait_for(lambda: all(r["age"] >= 1 for r in names(m)[1]["servers"]), 5,
+             "the rows to be a second old")
     check(m.stop() == 0, "master exit status")
     snap = json.load(open(path))
     check(len(snap["kinds"]["lobbies"]) == 3, "snapshot: %r" % snap)
@@ -51,11 +53,17 @@ def scenario(env):
     check(m.metrics()['rally_master_entries{kind="lobbies"}'] == 3, "metrics after restore")
     m.stop()
 
-    # Rows keep expiring across a restart: a 2 s TTL, 2.5 s down.
+    # Rows keep expiring across a restart: a 2 s TTL that runs out while
+    # the master is down. The snapshot says when the row was last seen (wall
+    # clock, as the master compares it at load); the restart waits until
+    # that is more than the TTL ago, with 50 ms for the clocks' rounding.
     m = Master(env, args=["--lobby-ttl", "2000"], state_dir=sd, name="master3")
     announce(m, 9)
     m.stop()
-    time.sleep(2.5)
+    seen = [r["seen_ms"] for r in json.load(open(path))["kinds"]["lobbies"] if r["id"] == "lobby9"]
+    check(seen, "lobby9 is not in the shutdown snapshot")
+    wait_for(lambda: time.time() * 1000 > seen[0] + 2000 + 50, 5,
+             "lobby9's 2 s TTL to run out while the master is down")
     m = Master(env, args=["--lobby-ttl", "2000"], state_dir=sd, name="master4")
     got, _ = names(m)
     check(got == [], "expired rows came back: %r" % got)

@@ -15,32 +15,35 @@ from harness import (OAServer, Relay, check, drain, first_token, query, run, udp
 
 class Player:
     """A client that keeps a session busy: getchallenge every 150 ms (the
-    engine answers each; it is not rate-limited by the relay)."""
+    engine answers each; it is not rate-limited by the relay). The 150 ms
+    are the traffic this scenario declares, a player's pace, not a wait for
+    anything; the pause is a wait on the stop event, so close() ends it at
+    once."""
 
     def __init__(self, env, relay_addr, ip):
         self.sock = env.udp(ip)
         self.addr = relay_addr
         self.answers = []
-        self.stop = False
+        self.stopped = threading.Event()
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
     def run(self):
         self.sock.settimeout(0.15)
-        while not self.stop:
+        while not self.stopped.is_set():
             try:
                 self.sock.sendto(b"\xff\xff\xff\xffgetchallenge", self.addr)
                 data, src = self.sock.recvfrom(65535)
                 self.answers.append((time.monotonic(), first_token(data)))
             except OSError:
                 pass
-            time.sleep(0.15)
+            self.stopped.wait(0.15)
 
     def answered_since(self, t):
         return [a for a in self.answers if a[0] > t]
 
     def close(self):
-        self.stop = True
+        self.stopped.set()
         self.t.join(2)
 
 
@@ -68,7 +71,10 @@ def scenario(env):
     check(up not in udp_socket_ports(relay.pid), "the banned session's socket is still open")
     st, sessions, _ = relay.api("GET", "/sessions")
     check(not [s for s in sessions if s["client_ip"] == "127.0.0.3"], "banned session listed")
-    time.sleep(0.6)
+    # Bounded by what the relay saw: two of the villain's datagrams dropped
+    # as banned (it kept sending after the ban), two answers to the friend.
+    wait_for(lambda: relay.drops("banned") >= 2 and len(friend.answered_since(t_ban)) >= 2, 5,
+             "the villain's datagrams dropped and the friend answered after the ban")
     check(not villain.answered_since(t_ban + 0.05), "banned player still answered")
     check(len(friend.answered_since(t_ban)) >= 2, "the other player was cut too")
     check(relay.drops("banned") >= 2, "banned drops: %s" % relay.drops("banned"))
@@ -102,7 +108,9 @@ def scenario(env):
     st, body, _ = relay.api("PUT", "/bans/127.0.0.3", {"reason": "updated reason"})
     check(st == 200 and body["reason"] == "updated reason", "update ban: %s %r" % (st, body))
     t = time.monotonic()
-    time.sleep(0.5)
+    dropped = relay.drops("banned")
+    wait_for(lambda: relay.drops("banned") >= dropped + 2, 5,
+             "two more of the villain's datagrams dropped as banned")
     check(not villain.answered_since(t + 0.05), "permanent ban not applied")
     st, body, _ = relay.api("DELETE", "/bans/127.0.0.3")
     check(st == 204, "DELETE -> %s" % st)

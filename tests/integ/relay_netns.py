@@ -64,14 +64,19 @@ def scenario(env):
         "--log", "plain"))
     listen = parse_addr(relay.wait_line(r"^ready listen=(\S+)").group(1))
     n = 600
-    # Paced so that the relay's own receive buffer never overflows: the
-    # drops we count must be the queue's.
+    # Paced on the relay (it has read all we sent before the next ten go)
+    # so that its own receive buffer never overflows: the drops we count
+    # must be the queue's. The sender runs in the namespace, where the
+    # relay's socket is.
     near.py(
-        "import socket,time\n"
+        "import socket,sys\n"
+        "sys.path.insert(0,%r)\n"
+        "from harness import wait_rx_drained\n"
         "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
         "for i in range(%d):\n"
         "  s.sendto(i.to_bytes(4,'big')+b'g'*1196, %r)\n"
-        "  if i %% 10 == 9: time.sleep(0.002)\n" % (n, listen))
+        "  if i %% 10 == 9: wait_rx_drained(%r, 10, 'the relay to read its socket')\n" % (
+            os.path.dirname(os.path.abspath(__file__)), n, listen, listen))
     st, body = ns_http(near, "http://127.0.0.1:7879/metrics", TOKEN)
     m = parse_metrics(body)
     sent = m['rally_relay_packets_total{direction="to_server"}']

@@ -8,9 +8,18 @@ them makes room for a new client, so a flood of spoofed sources cannot lock
 players out; confirmed sessions are never evicted."""
 
 import resource
-import time
 
-from harness import Echo, OAServer, Relay, check, query, run, wait_for
+from harness import Echo, OAServer, Relay, check, query, run, wait_for, wait_rx_drained
+
+GRACE_MS = 1000  # RELAY_UNCONFIRMED_GRACE_MS
+
+
+def idle_for(relay, ip_prefix, ms):
+    """True once every session of a client under ip_prefix has been idle
+    for ms (the relay's own clock, /sessions)."""
+    st, sessions, _ = relay.api("GET", "/sessions")
+    mine = [s for s in sessions if s["client_ip"].startswith(ip_prefix)]
+    return bool(mine) and all(s["idle_ms"] >= ms for s in mine)
 
 
 def scenario(env):
@@ -26,7 +35,7 @@ def scenario(env):
     for i, s in enumerate(socks):
         s.sendto(b"\x00\x00\x00\x01in-game", relay.addr)
         if i % 200 == 199:
-            time.sleep(0.01)
+            wait_rx_drained(relay.addr, 10, "the relay to read 200 new clients")
     wait_for(lambda: relay.metrics()["rally_relay_sessions"] == 2048, 10, "2048 sessions")
     m = wait_for(lambda: (lambda m: m if m['rally_relay_drops_total{reason="session_cap"}'] == 52 else None)(
         relay.metrics()), 10, "52 session_cap drops")
@@ -68,7 +77,8 @@ def scenario(env):
     check(query(player, relay.addr, "getchallenge", timeout=0.3) is None,
           "a new client got in while every unconfirmed session was under 1 s old")
     # ...but once they have had a second to confirm, a new client evicts the oldest.
-    time.sleep(1.05)
+    wait_for(lambda: idle_for(relay, "127.0.1.", GRACE_MS), 5,
+             "the one-shot sessions to be idle for a second")
     check(query(player, relay.addr, "getchallenge", timeout=2), "new client locked out by one-shot sessions")
     relay.wait_line(r"session - 127\.0\.1\.1:\d+ \(\d active\) reason=evicted")
     check(relay.metrics()["rally_relay_sessions_evicted_total"] == 1, "eviction not counted")
@@ -78,12 +88,16 @@ def scenario(env):
     players = [player]
     for i in range(7):
         p2 = env.udp("127.0.3.%d" % (i + 1))
-        time.sleep(1.05) if i == 0 else None
+        if i == 0:
+            wait_for(lambda: idle_for(relay, "127.0.1.", GRACE_MS), 5,
+                     "the other one-shot sessions to be idle for a second")
         check(query(p2, relay.addr, "getchallenge", timeout=2), "player %d not admitted" % i)
         check(query(p2, relay.addr, "getchallenge", timeout=2), "player %d second packet" % i)
         players.append(p2)
     wait_for(lambda: relay.metrics()["rally_relay_sessions_evicted_total"] == 8, 5, "all one-shots evicted")
-    time.sleep(1.05)
+    # Confirmed sessions idle past the grace period still stay.
+    wait_for(lambda: idle_for(relay, "127.0.", GRACE_MS), 5,
+             "the confirmed sessions to be idle for a second")
     late = env.udp("127.0.4.1")
     check(query(late, relay.addr, "getchallenge", timeout=0.5) is None, "a confirmed session was evicted")
     for p2 in players:
