@@ -1,9 +1,11 @@
 #include "statefile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,73 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/*
+ * The temporary of "<path>" is "<path>.tmp.XXXXXX"; mkostemp(3) replaces
+ * the six X's with letters and digits (glibc and musl both).
+ */
+#define TMP_SUFFIX     ".tmp."
+#define TMP_SUFFIX_LEN (sizeof(TMP_SUFFIX) - 1)
+#define TMP_RANDOM_LEN (6)
+
+static bool is_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* True if name is exactly "<base>.tmp.XXXXXX" with six letters or digits. */
+static bool is_temp_of(const char *name, const char *base, size_t blen)
+{
+	if (strncmp(name, base, blen) != 0 || strncmp(name + blen, TMP_SUFFIX, TMP_SUFFIX_LEN) != 0)
+		return false;
+	name += blen + TMP_SUFFIX_LEN;
+	for (size_t i = 0; i < TMP_RANDOM_LEN; i++) {
+		if (!is_alnum(name[i]))
+			return false;
+	}
+	return name[TMP_RANDOM_LEN] == '\0';
+}
+
+int statefile_remove_temps(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base = slash != NULL ? slash + 1 : path;
+	size_t blen = strlen(base);
+	struct dirent *e;
+	DIR *d;
+	int r, n = 0;
+
+	if (blen == 0)
+		return -EINVAL;
+	r = dir_of(path, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	d = opendir(dir);
+	if (d == NULL)
+		return -errno;
+	/*
+	 * A temporary is only ever stale for us: each state file has one
+	 * writer, the daemon that owns it, which writes from its loop and
+	 * calls this at load, never during its own statefile_write(). Two
+	 * daemons sharing one state file would be a configuration error
+	 * anyway (each would overwrite the other's file).
+	 */
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+
+		if (!is_temp_of(e->d_name, base, blen))
+			continue;
+		/* Regular files only: a directory or a symlink of that name
+		 * is someone's, not ours. */
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 int statefile_write(const char *path, const void *data, size_t len)
 {
 	char tmp[PATH_MAX], dir[PATH_MAX];
@@ -51,7 +120,7 @@ int statefile_write(const char *path, const void *data, size_t len)
 	r = dir_of(path, dir, sizeof(dir));
 	if (r < 0)
 		return r;
-	r = snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
+	r = snprintf(tmp, sizeof(tmp), "%s" TMP_SUFFIX "XXXXXX", path);
 	if (r < 0 || (size_t)r >= sizeof(tmp))
 		return -ENAMETOOLONG;
 	fd = mkostemp(tmp, O_CLOEXEC);
@@ -96,6 +165,9 @@ int statefile_read(const char *path, size_t max, char **out, size_t *len)
 
 	*out = NULL;
 	*len = 0;
+	/* Stale temporaries go even when the file itself is missing (a crash
+	 * during the very first write). */
+	(void)statefile_remove_temps(path);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;

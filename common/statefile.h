@@ -17,9 +17,21 @@ int statefile_write(const char *path, const void *data, size_t len);
 /*
  * Reads a whole file of at most max bytes into a malloc'd, NUL-terminated
  * buffer (*out, owned by the caller). Returns 0, -ENOENT when missing,
- * -EFBIG when larger than max, or another -errno.
+ * -EFBIG when larger than max, or another -errno. This is the load, so it
+ * first removes the temporaries a crashed statefile_write() left beside
+ * path (statefile_remove_temps(), best effort: its errors are ignored).
  */
 int statefile_read(const char *path, size_t max, char **out, size_t *len);
+
+/*
+ * Removes the stale temporaries of path: the regular files in its
+ * directory named "<file name of path>.tmp.XXXXXX", six letters or digits,
+ * as statefile_write() makes them; nothing else is touched. For a single
+ * writer (our daemons) that is not writing at the time: another process
+ * writing the same path now would lose its temporary. Returns how many
+ * were removed, or -errno when the directory cannot be read.
+ */
+int statefile_remove_temps(const char *path);
 
 /*
  * Moves a file that failed validation aside, to "<path>.corrupt-<unix

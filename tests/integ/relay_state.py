@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """bans.json: a corrupt or unreadable file stops the relay at start with a
-message naming it, the file untouched; an unwritable state dir or a full disk
-keeps the relay serving, the ban active in memory, the API saying it was not
-saved and the old file intact; SIGHUP reloads the file (a corrupt one is
-refused and the current bans kept)."""
+message naming it, the file untouched; the temporaries of a save cut short
+by a crash are removed at start, nothing else, the bans intact; an
+unwritable state dir or a full disk keeps the relay serving, the ban active
+in memory, the API saying it was not saved and the old file intact; SIGHUP
+reloads the file (a corrupt one is refused and the current bans kept)."""
 
 import json
 import os
@@ -49,6 +50,33 @@ def scenario(env):
     os.makedirs(os.path.join(d, "bans.json"))
     p = start_fails(env, oa, d, "bans.json is a directory")
     check(p.grep(r"bans-unreadable file=%s/bans.json" % d), "directory: %r" % p.output())
+
+    # ---- a save cut short by a crash (kill -9) leaves its temporary beside
+    # an intact bans.json: the next start removes those, and only those ----
+    d = os.path.join(env.dir, "crashed")
+    os.makedirs(d)
+    path = os.path.join(d, "bans.json")
+    with open(path, "w") as f:
+        json.dump({"version": 1, "bans": [{"ip": "127.0.0.11", "reason": "kept",
+                                           "created": int(time.time()), "expires": None}]}, f)
+    for tmp in ("bans.json.tmp.Ab3xYz", "bans.json.tmp.000000"):
+        with open(os.path.join(d, tmp), "w") as f:
+            f.write('{"version":1,"ba')
+    others = ["bans.json.tmp.keep", "bans.json.tmp.Ab3xYz.bak", "other.json.tmp.Ab3xYz", "notes"]
+    for name in others:
+        with open(os.path.join(d, name), "w") as f:
+            f.write("not the relay's\n")
+    before = file_digest(path)
+    relay = Relay(env, oa.addr, state_dir=d, name="relay-crashed")
+    check(sorted(os.listdir(d)) == sorted(["bans.json"] + others),
+          "stale temporaries after the start: %r" % sorted(os.listdir(d)))
+    check(file_digest(path) == before, "bans.json changed by the start")
+    st, bans, _ = relay.api("GET", "/bans")
+    check(st == 200 and [b["ip"] for b in bans] == ["127.0.0.11"], "bans after the crash: %r" % bans)
+    check(query(env.udp("127.0.0.11"), relay.addr, "getchallenge", timeout=0.5) is None,
+          "the ban kept across the crash is not applied")
+    env.daemons_alive(relay)
+    relay.stop()
 
     # ---- unwritable state dir: keeps serving, ban active, not saved ----
     blocker = os.path.join(env.dir, "a-file")

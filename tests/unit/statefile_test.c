@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,17 +56,39 @@ static int count_entries(const char *dir, const char *sub)
 	return n;
 }
 
+/*
+ * Read with stdio, not statefile_read(): that one removes stale temporaries,
+ * and the checks that a failed write leaves none must not be helped by it.
+ */
 static bool file_is(const char *path, const char *want)
 {
-	char *buf;
+	char buf[4096];
 	size_t len;
-	bool ok;
+	FILE *f = fopen(path, "rb");
 
-	if (statefile_read(path, 1 << 24, &buf, &len) != 0)
+	if (f == NULL)
 		return false;
-	ok = len == strlen(want) && memcmp(buf, want, len) == 0 && buf[len] == '\0';
-	free(buf);
-	return ok;
+	len = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	return len == strlen(want) && memcmp(buf, want, len) == 0;
+}
+
+static void touch(const char *path, const char *content)
+{
+	FILE *f = fopen(path, "wb");
+
+	CHECK(f != NULL);
+	if (f == NULL)
+		return;
+	fputs(content, f);
+	fclose(f);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
 }
 
 static void rm_rf(const char *path)
@@ -270,6 +294,137 @@ static void test_quarantine(void)
 	unlink(np);
 }
 
+/*
+ * What a crash in the middle of statefile_write() leaves: its temporary,
+ * "<file>.tmp.XXXXXX". The load removes those of that file and nothing
+ * else, whether the file itself is there or not.
+ */
+static void test_stale_temps(void)
+{
+	static const char *const stale[] = {"bans.json.tmp.AbC123", "bans.json.tmp.zzzzzz",
+					    "bans.json.tmp.000000"};
+	static const char *const kept[] = {
+		"bans.json.tmp.AbC12",   /* five */
+		"bans.json.tmp.AbC1234", /* seven */
+		"bans.json.tmp.AbC-12",  /* not mkstemp's alphabet */
+		"bans.json.tmp.",        "bans.json.tmpAbC123",   "bans.json.tmp.AbC123.bak",
+		"bans.json2.tmp.AbC123", /* another file's */
+		"xbans.json.tmp.AbC123", "other.json.tmp.AbC123", "bans.json.corrupt-1700000000",
+	};
+	char *buf;
+	size_t len;
+
+	CHECK_EQ_INT(mkdir(at("st"), 0700), 0);
+	CHECK_EQ_INT(statefile_write(at("st/bans.json"), "{\"bans\":[]}", 11), 0);
+	for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "st/%s", stale[i]);
+		touch(at(p), "{\"ba"); /* a write cut short */
+	}
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "st/%s", kept[i]);
+		touch(at(p), "someone else's");
+	}
+	/* Not regular files: left alone even with the exact name. */
+	CHECK_EQ_INT(mkdir(at("st/bans.json.tmp.DIR000"), 0700), 0);
+	CHECK_EQ_INT(symlink(at("st/other.json.tmp.AbC123"), at("st/bans.json.tmp.LINK00")), 0);
+
+	CHECK_EQ_INT(statefile_read(at("st/bans.json"), 1024, &buf, &len), 0);
+	CHECK(len == 11 && memcmp(buf, "{\"bans\":[]}", 11) == 0);
+	free(buf);
+	for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "st/%s", stale[i]);
+		CHECK(!exists(at(p)));
+	}
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "st/%s", kept[i]);
+		CHECK(file_is(at(p), "someone else's"));
+	}
+	CHECK(exists(at("st/bans.json.tmp.DIR000")));
+	CHECK(exists(at("st/bans.json.tmp.LINK00")));
+	CHECK(file_is(at("st/other.json.tmp.AbC123"), "someone else's"));
+	/* 1 + 10 + 2: the file, the others' and the two that are no files. */
+	CHECK_EQ_INT(count_entries(at("st"), ""), 13);
+
+	/* The file is missing (the first write crashed): temps still go. */
+	touch(at("st/fresh.json.tmp.Q1w2E3"), "");
+	CHECK_EQ_INT(statefile_read(at("st/fresh.json"), 1024, &buf, &len), -ENOENT);
+	CHECK(!exists(at("st/fresh.json.tmp.Q1w2E3")));
+	/* Called directly: the count, then nothing more to do. */
+	touch(at("st/bans.json.tmp.aaaaaa"), "");
+	touch(at("st/bans.json.tmp.bbbbbb"), "");
+	CHECK_EQ_INT(statefile_remove_temps(at("st/bans.json")), 2);
+	CHECK_EQ_INT(statefile_remove_temps(at("st/bans.json")), 0);
+	CHECK_EQ_INT(statefile_remove_temps(at("nodir/bans.json")), -ENOENT);
+	CHECK_EQ_INT(statefile_remove_temps(at("st/")), -EINVAL);
+	rm_rf(at("st"));
+}
+
+/*
+ * The crash itself: a child rewrites the file in a loop and is killed with
+ * SIGKILL at random moments, many times over. The file is always whole (one
+ * of the versions written), and the next load leaves no temporary behind.
+ */
+static void test_kill_during_write(void)
+{
+	char p[PATH_MAX];
+	unsigned seed = (unsigned)time(NULL);
+	int left_behind = 0;
+	char *buf;
+	size_t len;
+
+	snprintf(p, sizeof(p), "%s", at("k/state.json"));
+	CHECK_EQ_INT(mkdir(at("k"), 0700), 0);
+	CHECK_EQ_INT(statefile_write(p, "{\"n\":0000000000}", 16), 0);
+	for (int round = 0; round < 60; round++) {
+		struct timespec ts = {0, (long)(rand_r(&seed) % 3000) * 1000};
+		int fds[2], status;
+		char go;
+		pid_t pid;
+
+		CHECK_EQ_INT(pipe(fds), 0);
+		pid = fork();
+		if (pid == 0) {
+			char text[32];
+
+			/* Never outlives us, whatever happens to the parent. */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() == 1)
+				_exit(1);
+			close(fds[0]);
+			for (unsigned n = 0;; n++) {
+				snprintf(text, sizeof(text), "{\"n\":%010u}", n);
+				if (statefile_write(p, text, 16) < 0)
+					_exit(1); /* the parent's read() sees EOF */
+				if (n == 0)
+					(void)!write(fds[1], "g", 1);
+			}
+		}
+		close(fds[1]);
+		/* Killed while it writes, after its first complete write. */
+		CHECK_EQ_INT(read(fds[0], &go, 1), 1);
+		close(fds[0]);
+		nanosleep(&ts, NULL);
+		kill(pid, SIGKILL);
+		CHECK_EQ_INT(waitpid(pid, &status, 0), pid);
+		left_behind += count_entries(at("k"), ".tmp.");
+		CHECK_EQ_INT(statefile_read(p, 1024, &buf, &len), 0);
+		CHECK(len == 16 && memcmp(buf, "{\"n\":", 5) == 0 && buf[15] == '}');
+		free(buf);
+		CHECK_EQ_INT(count_entries(at("k"), ""), 1);
+	}
+	printf("# kill -9 during writes: %d temporaries left behind, all removed at load\n",
+	       left_behind);
+	rm_rf(at("k"));
+}
+
 static void test_mkdirs(void)
 {
 	struct stat st;
@@ -313,6 +468,8 @@ int main(void)
 	test_failed_write_keeps_old();
 	test_quarantine();
 	test_mkdirs();
+	test_stale_temps();
+	test_kill_during_write();
 	test_enospc();
 	rm_rf(base);
 	return tap_done("statefile");
