@@ -9,36 +9,29 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "num.h"
+
 enum log_level log_max_level = LOG_LEVEL_INFO;
 static bool journal;
-
-/* Parses a decimal run; *end gets the first byte after it. */
-static bool parse_dec(const char *s, unsigned long long *v, const char **end)
-{
-	*v = 0;
-	if (*s < '0' || *s > '9')
-		return false;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (*v > (~0ULL - 9) / 10)
-			return false;
-		*v = *v * 10 + (unsigned long long)(*s - '0');
-	}
-	*end = s;
-	return true;
-}
 
 static bool stderr_is_journal(void)
 {
 	const char *js = getenv("JOURNAL_STREAM"), *p;
 	struct stat st;
-	unsigned long long dev, ino;
+	uint64_t dev, ino;
+	int n;
 
 	if (js == NULL || fstat(STDERR_FILENO, &st) < 0)
 		return false;
 	/* JOURNAL_STREAM is "<device>:<inode>" in decimal (systemd.exec(5)). */
-	if (!parse_dec(js, &dev, &p) || *p != ':' || !parse_dec(p + 1, &ino, &p) || *p != '\0')
+	n = num_prefix_u64(js, strlen(js), UINT64_MAX, &dev);
+	if (n < 0 || js[n] != ':')
 		return false;
-	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+	p = js + n + 1;
+	n = num_prefix_u64(p, strlen(p), UINT64_MAX, &ino);
+	if (n < 0 || p[n] != '\0')
+		return false;
+	return (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
 }
 
 void log_init(enum log_level max, enum log_target target)

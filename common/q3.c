@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "info.h"
+#include "num.h"
 #include "rd.h"
 
 bool q3_is_oob(const uint8_t *buf, size_t len)
@@ -267,25 +268,21 @@ static bool tok_copy(char *dst, size_t size, const uint8_t *t, size_t tl)
 
 /*
  * A decimal number of 1-10 digits, nothing else (no sign, no spaces, no
- * 0x: dpmaster's strtol(..., 0) also took those), at most max.
+ * 0x: dpmaster's strtol(..., 0) also took those), at most max. common/num
+ * does the checking; the cap of 10 digits, leading zeros included, is this
+ * codec's own rule.
  */
-static int parse_u32(const uint8_t *s, size_t n, uint32_t max, uint32_t *out)
+static int dec_u32(const uint8_t *s, size_t n, uint32_t max, uint32_t *out)
 {
-	uint32_t v = 0;
+	int64_t v;
+	int r;
 
-	if (n == 0 || n > 10)
+	if (n > 10)
 		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t d;
-
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		d = (uint32_t)(s[i] - '0');
-		if (v > (max - d) / 10)
-			return -EINVAL;
-		v = v * 10 + d;
-	}
-	*out = v;
+	r = num_parse((const char *)s, n, 0, max, 0, &v);
+	if (r < 0)
+		return r;
+	*out = (uint32_t)v;
 	return 0;
 }
 
@@ -380,10 +377,10 @@ int q3_decode_getservers(const uint8_t *buf, size_t len, struct q3_getservers *o
 	 * that is a number is the protocol. getserversExt always names the
 	 * game first.
 	 */
-	if ((out->flags & Q3_GS_EXT) || parse_u32(t, tl, INT32_MAX, &proto) < 0) {
+	if ((out->flags & Q3_GS_EXT) || dec_u32(t, tl, INT32_MAX, &proto) < 0) {
 		if (!tok_copy(out->gamename, sizeof(out->gamename), t, tl))
 			return -EBADMSG;
-		if (next_tok(&r, &t, &tl) != 1 || parse_u32(t, tl, INT32_MAX, &proto) < 0)
+		if (next_tok(&r, &t, &tl) != 1 || dec_u32(t, tl, INT32_MAX, &proto) < 0)
 			return -EBADMSG;
 	}
 	out->protocol = (int32_t)proto;
@@ -474,7 +471,7 @@ int q3_decode_inforesponse(const uint8_t *buf, size_t len, struct q3_inforespons
 	out->challenge = val[F_CHALLENGE];
 	out->challenge_len = vlen[F_CHALLENGE];
 	if (val[F_PROTOCOL] == NULL ||
-	    parse_u32((const uint8_t *)val[F_PROTOCOL], vlen[F_PROTOCOL], INT32_MAX, &u) < 0) {
+	    dec_u32((const uint8_t *)val[F_PROTOCOL], vlen[F_PROTOCOL], INT32_MAX, &u) < 0) {
 		out->error = Q3_INFO_BAD_PROTOCOL;
 		return -EPROTO;
 	}
@@ -490,14 +487,14 @@ int q3_decode_inforesponse(const uint8_t *buf, size_t len, struct q3_inforespons
 	}
 	/* "sv_maxclients ... must not be 0". */
 	if (val[F_MAXCLIENTS] == NULL ||
-	    parse_u32((const uint8_t *)val[F_MAXCLIENTS], vlen[F_MAXCLIENTS], INT32_MAX,
-		      &out->maxclients) < 0 ||
+	    dec_u32((const uint8_t *)val[F_MAXCLIENTS], vlen[F_MAXCLIENTS], INT32_MAX,
+		    &out->maxclients) < 0 ||
 	    out->maxclients == 0) {
 		out->error = Q3_INFO_BAD_MAXCLIENTS;
 		return -EPROTO;
 	}
-	if (val[F_CLIENTS] == NULL || parse_u32((const uint8_t *)val[F_CLIENTS], vlen[F_CLIENTS],
-						INT32_MAX, &out->clients) < 0) {
+	if (val[F_CLIENTS] == NULL || dec_u32((const uint8_t *)val[F_CLIENTS], vlen[F_CLIENTS],
+					      INT32_MAX, &out->clients) < 0) {
 		out->error = Q3_INFO_BAD_CLIENTS;
 		return -EPROTO;
 	}
@@ -690,7 +687,7 @@ static int spec_protocols(struct q3_game *g, const char *v, size_t vl, char *err
 
 		while (j < vl && v[j] != '/')
 			j++;
-		if (parse_u32((const uint8_t *)v + i, j - i, INT32_MAX, &p) < 0)
+		if (dec_u32((const uint8_t *)v + i, j - i, INT32_MAX, &p) < 0)
 			return spec_fail(err, errsize, "protocols: '%.*s' is not a number",
 					 shown(j - i), v + i);
 		for (size_t k = 0; k < g->nprotocols; k++) {

@@ -8,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "num.h"
+
 int sdnotify(const char *state)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
@@ -34,28 +36,17 @@ int sdnotify(const char *state)
 	return r;
 }
 
-static long long parse_ull(const char *s)
-{
-	long long v = 0;
-
-	if (s == NULL || *s == '\0')
-		return -1;
-	for (; *s != '\0'; s++) {
-		if (*s < '0' || *s > '9' || v > 1000000000000000LL)
-			return -1;
-		v = v * 10 + (*s - '0');
-	}
-	return v;
-}
-
 long long sdnotify_watchdog_ms(void)
 {
-	long long usec = parse_ull(getenv("WATCHDOG_USEC"));
 	const char *pid = getenv("WATCHDOG_PID");
+	int64_t usec, who;
 
-	if (usec <= 0)
+	/* Both in decimal (systemd.exec(5)); a malformed or zero value means
+	 * no watchdog, and so does a WATCHDOG_PID that is not ours. */
+	if (num_parse_str(getenv("WATCHDOG_USEC"), 1, INT64_MAX, 0, &usec) < 0)
 		return 0;
-	if (pid != NULL && parse_ull(pid) != (long long)getpid())
+	if (pid != NULL &&
+	    (num_parse_str(pid, 0, INT64_MAX, 0, &who) < 0 || who != (int64_t)getpid()))
 		return 0;
 	return usec / 1000;
 }

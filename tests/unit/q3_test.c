@@ -290,6 +290,72 @@ static void test_build(void)
 	CHECK(q3_is_oob(b, 4));
 }
 
+/*
+ * Numbers in the master protocol (protocol, sv_maxclients, clients, a game
+ * spec's protocols): 1-10 decimal digits, leading zeros counted, no sign,
+ * no spaces, no 0x, at most INT32_MAX. Anything else is not a number:
+ * getservers then reads the token as a game name.
+ */
+static void test_numbers(void)
+{
+	struct q3_getservers gs;
+	struct q3_inforesponse ir;
+	struct q3_game g;
+	char err[128];
+
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers 0000000071"), &gs), 0);
+	CHECK_EQ_INT(gs.protocol, 71);
+	CHECK_EQ_STR(gs.gamename, "");
+	/* Eleven digits, a sign, hex: a name, which needs a protocol after it. */
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers 00000000071"), &gs), -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers 00000000071 0"), &gs), 0);
+	CHECK_EQ_STR(gs.gamename, "00000000071");
+	CHECK_EQ_INT(gs.protocol, 0);
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers +71"), &gs), -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers -71 68"), &gs), 0);
+	CHECK_EQ_STR(gs.gamename, "-71");
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers 0x47"), &gs), -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers(pkt, OOB("getservers 4294967367"), &gs), -EBADMSG);
+
+	CHECK_EQ_INT(q3_decode_inforesponse(pkt,
+					    OOB("infoResponse\n\\challenge\\c\\protocol\\0000000071"
+						"\\sv_maxclients\\2147483647\\clients\\0"),
+					    &ir),
+		     0);
+	CHECK_EQ_INT(ir.protocol, 71);
+	CHECK_EQ_INT(ir.maxclients, INT32_MAX);
+	CHECK_EQ_INT(ir.clients, 0);
+	CHECK_EQ_INT(q3_decode_inforesponse(pkt,
+					    OOB("infoResponse\n\\challenge\\c\\protocol\\71"
+						"\\sv_maxclients\\2147483648\\clients\\0"),
+					    &ir),
+		     -EPROTO);
+	CHECK_EQ_INT(ir.error, Q3_INFO_BAD_MAXCLIENTS);
+	CHECK_EQ_INT(q3_decode_inforesponse(pkt,
+					    OOB("infoResponse\n\\challenge\\c\\protocol\\71"
+						"\\sv_maxclients\\8\\clients\\ 1"),
+					    &ir),
+		     -EPROTO);
+	CHECK_EQ_INT(ir.error, Q3_INFO_BAD_CLIENTS);
+	CHECK_EQ_INT(q3_decode_inforesponse(pkt,
+					    OOB("infoResponse\n\\challenge\\c\\protocol\\"
+						"\\sv_maxclients\\8\\clients\\1"),
+					    &ir),
+		     -EPROTO);
+	CHECK_EQ_INT(ir.error, Q3_INFO_BAD_PROTOCOL);
+
+	CHECK_EQ_INT(q3_parse_game_spec("G:heartbeat=T,protocols=0000000001/2147483647", &g, err,
+					sizeof(err)),
+		     0);
+	CHECK_EQ_INT(g.nprotocols, 2);
+	CHECK_EQ_INT(g.protocols[0], 1);
+	CHECK_EQ_INT(g.protocols[1], INT32_MAX);
+	CHECK_EQ_INT(q3_parse_game_spec("G:heartbeat=T,protocols=1/+2", &g, err, sizeof(err)),
+		     -EINVAL);
+	CHECK_EQ_INT(q3_parse_game_spec("G:heartbeat=T,protocols=1//2", &g, err, sizeof(err)),
+		     -EINVAL);
+}
+
 int main(void)
 {
 	test_is_oob();
@@ -300,5 +366,6 @@ int main(void)
 	test_command();
 	test_cmd_eq();
 	test_build();
+	test_numbers();
 	return tap_done("q3");
 }
