@@ -69,7 +69,7 @@ const struct ban *banlist_find(struct banlist *bl, const struct addr_ip *ip, lon
 
 static bool reason_ok(const char *reason, size_t len)
 {
-	if (len > BAN_REASON_MAX || memchr(reason, '\0', len) != NULL)
+	if (len > BANLIST_REASON_MAX || memchr(reason, '\0', len) != NULL)
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)reason[i];
@@ -88,7 +88,7 @@ int banlist_put(struct banlist *bl, const struct addr_ip *ip, const char *reason
 	size_t rlen = strlen(reason);
 	int created = 0;
 
-	if (!reason_ok(reason, rlen) || duration_s < 0 || duration_s > BAN_MAX_DURATION)
+	if (!reason_ok(reason, rlen) || duration_s < 0 || duration_s > BANLIST_MAX_DURATION)
 		return -EINVAL;
 	if (b == NULL) {
 		b = htab_insert(bl->t, ip, false, NULL);
@@ -250,7 +250,7 @@ int banlist_load_json(struct banlist *bl, const char *text, size_t len, long lon
 		if (!reason_ok(reason, rlen)) {
 			snprintf(err, errsize,
 				 "%s.reason: longer than %d bytes or control characters", where,
-				 BAN_REASON_MAX);
+				 BANLIST_REASON_MAX);
 			goto fail;
 		}
 		if (get_int(e, "created", true, false, &created, where, err, errsize) < 0 ||
@@ -288,7 +288,7 @@ out:
 	return ret;
 }
 
-int banlist_parse_request(const char *body, size_t len, char reason[static BAN_REASON_MAX + 1],
+int banlist_parse_request(const char *body, size_t len, char reason[static BANLIST_REASON_MAX + 1],
 			  long long *duration_s, char *err, size_t errsize)
 {
 	struct json_object *root = NULL, *f;
@@ -311,7 +311,7 @@ int banlist_parse_request(const char *body, size_t len, char reason[static BAN_R
 	rlen = (size_t)json_object_get_string_len(f);
 	if (!reason_ok(json_object_get_string(f), rlen)) {
 		snprintf(err, errsize, "reason: longer than %d bytes or control characters",
-			 BAN_REASON_MAX);
+			 BANLIST_REASON_MAX);
 		goto out;
 	}
 	memcpy(reason, json_object_get_string(f), rlen);
@@ -324,9 +324,9 @@ int banlist_parse_request(const char *body, size_t len, char reason[static BAN_R
 			goto out;
 		}
 		d = json_object_get_int64(f);
-		if (d < 1 || d > BAN_MAX_DURATION) {
+		if (d < 1 || d > BANLIST_MAX_DURATION) {
 			snprintf(err, errsize, "duration: must be 1..%lld seconds",
-				 BAN_MAX_DURATION);
+				 BANLIST_MAX_DURATION);
 			goto out;
 		}
 		*duration_s = d;

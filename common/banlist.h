@@ -11,7 +11,7 @@
  *     "created":1764500000,"expires":1764503600}, ...]}
  * ("expires": null or absent = permanent).
  * Request body (PUT /bans/{ip}): {"reason":"aimbot","duration":3600}
- * ("duration" optional, seconds, 1..BAN_MAX_DURATION).
+ * ("duration" optional, seconds, 1..BANLIST_MAX_DURATION).
  */
 #ifndef BANLIST_H
 #define BANLIST_H
@@ -21,14 +21,14 @@
 
 #include "addr.h"
 
-#define BAN_REASON_MAX   (256)
-#define BAN_MAX_DURATION (10LL * 365 * 24 * 3600)
+#define BANLIST_REASON_MAX   (256)
+#define BANLIST_MAX_DURATION (10LL * 365 * 24 * 3600)
 /* Largest state file we accept: every ban at its longest, with room. */
-#define BAN_FILE_MAX(cap) ((size_t)(cap) * (BAN_REASON_MAX * 6 + 160) + 64)
+#define BANLIST_FILE_MAX(cap) ((size_t)(cap) * (BANLIST_REASON_MAX * 6 + 160) + 64)
 
 struct ban {
 	struct addr_ip ip;
-	char reason[BAN_REASON_MAX + 1];
+	char reason[BANLIST_REASON_MAX + 1];
 	long long created; /* unix seconds */
 	long long expires; /* unix seconds; 0 = never */
 };
@@ -78,10 +78,10 @@ int banlist_load_json(struct banlist *bl, const char *text, size_t len, long lon
 
 /*
  * Parses a PUT body. Returns 0 with reason (NUL-terminated, at most
- * BAN_REASON_MAX bytes) and *duration_s (0 = permanent), or -EBADMSG with
+ * BANLIST_REASON_MAX bytes) and *duration_s (0 = permanent), or -EBADMSG with
  * err set.
  */
-int banlist_parse_request(const char *body, size_t len, char reason[static BAN_REASON_MAX + 1],
+int banlist_parse_request(const char *body, size_t len, char reason[static BANLIST_REASON_MAX + 1],
 			  long long *duration_s, char *err, size_t errsize);
 
 #endif

@@ -37,7 +37,6 @@ struct master_cfg {
 	long long stale_ms; /* --stale: Fugitive entries */
 	struct addr_ip trusted[MASTER_MAX_TRUSTED];
 	size_t ntrusted;
-	bool debug;
 
 	/* Timeouts tests shorten; the references' values by default. */
 	long long lobby_ttl_ms;    /* 30 s */

@@ -63,7 +63,6 @@ struct relay_cfg {
 	struct addr control;
 	char token_file[4096];
 	char state_dir[4096];
-	bool debug;
 	/* Test knobs; the seed's values by default. */
 	long long session_timeout_ms;
 	long long probe_timeout_ms;
@@ -73,21 +72,21 @@ struct relay_cfg {
 };
 
 enum relay_drop {
-	DROP_FILTERED,
-	DROP_MALFORMED,
-	DROP_RATE_LIMITED,
-	DROP_BANNED,
-	DROP_QUEUE_FULL,
-	DROP_SESSION_CAP,
-	DROP_SEND_ERROR,
-	DROP_QUERY_BUDGET,
-	DROP_NREASONS
+	RELAY_DROP_FILTERED,
+	RELAY_DROP_MALFORMED,
+	RELAY_DROP_RATE_LIMITED,
+	RELAY_DROP_BANNED,
+	RELAY_DROP_QUEUE_FULL,
+	RELAY_DROP_SESSION_CAP,
+	RELAY_DROP_SEND_ERROR,
+	RELAY_DROP_QUERY_BUDGET,
+	RELAY_DROP_NREASONS
 };
 
 struct relay_stats {
 	uint64_t pkts_to_server, bytes_to_server;
 	uint64_t pkts_to_client, bytes_to_client;
-	uint64_t drops[DROP_NREASONS];
+	uint64_t drops[RELAY_DROP_NREASONS];
 	uint64_t sessions_opened, sessions_closed, sessions_evicted;
 	uint64_t state_write_errors;
 };
@@ -112,11 +111,11 @@ struct relay {
 /* ---- relay_filter.c: the filter, pure ---- */
 
 enum relay_verdict {
-	VERDICT_GAME,     /* no out-of-band prefix: in-game traffic */
-	VERDICT_QUERY,    /* getstatus / getinfo: rate-limited */
-	VERDICT_PASS,     /* getchallenge, connect, PB_... */
-	VERDICT_FILTERED, /* any other command, rcon first */
-	VERDICT_MALFORMED /* shorter than the 4-byte prefix */
+	RELAY_VERDICT_GAME,     /* no out-of-band prefix: in-game traffic */
+	RELAY_VERDICT_QUERY,    /* getstatus / getinfo: rate-limited */
+	RELAY_VERDICT_PASS,     /* getchallenge, connect, PB_... */
+	RELAY_VERDICT_FILTERED, /* any other command, rcon first */
+	RELAY_VERDICT_MALFORMED /* shorter than the 4-byte prefix */
 };
 
 /* Classifies a client datagram; the first token goes to cmd when the packet

@@ -51,7 +51,7 @@ int relay_bans_save(struct relay_bans *b)
 	int r;
 
 	banlist_expire(b->list, wall_s());
-	strbuf_init(&sb, BAN_FILE_MAX(RELAY_MAX_BANS));
+	strbuf_init(&sb, BANLIST_FILE_MAX(RELAY_MAX_BANS));
 	banlist_to_json(b->list, &sb);
 	if (sb.bad) {
 		strbuf_release(&sb);
@@ -86,7 +86,7 @@ static int load(struct relay_bans *b, struct banlist *into)
 	size_t len;
 	int r;
 
-	r = statefile_read(b->path, BAN_FILE_MAX(RELAY_MAX_BANS), &text, &len);
+	r = statefile_read(b->path, BANLIST_FILE_MAX(RELAY_MAX_BANS), &text, &len);
 	/* No file, or no directory to hold one: no bans yet. */
 	if (r == -ENOENT || r == -ENOTDIR)
 		return 0;

@@ -170,7 +170,7 @@ static void put_ban(struct relay_control *c, struct httpd_req *req, const struct
 		    const char *ipstr)
 {
 	struct banlist *bl = relay_bans_list(c->r->bans);
-	char reason[BAN_REASON_MAX + 1], err[160];
+	char reason[BANLIST_REASON_MAX + 1], err[160];
 	long long duration;
 	size_t len, closed;
 	const char *body = httpd_body(req, &len);
@@ -267,7 +267,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 		      (unsigned long long)r->st.bytes_to_client);
 	strbuf_printf(&b, "# HELP rally_relay_drops_total Datagrams dropped, by reason.\n"
 			  "# TYPE rally_relay_drops_total counter\n");
-	for (int i = 0; i < DROP_NREASONS; i++)
+	for (int i = 0; i < RELAY_DROP_NREASONS; i++)
 		strbuf_printf(&b, "rally_relay_drops_total{reason=\"%s\"} %llu\n",
 			      relay_drop_name((enum relay_drop)i),
 			      (unsigned long long)r->st.drops[i]);

@@ -30,9 +30,9 @@ enum relay_verdict relay_classify(const uint8_t *buf, size_t len, char *cmd, siz
 	/* The engine reads a 4-byte sequence (or the OOB marker) first; a
 	 * shorter datagram is nothing a server can use. */
 	if (len < Q3_OOB_PREFIX_LEN)
-		return VERDICT_MALFORMED;
+		return RELAY_VERDICT_MALFORMED;
 	if (!q3_is_oob(buf, len))
-		return VERDICT_GAME;
+		return RELAY_VERDICT_GAME;
 	q3_oob_command(buf, len, tok, sizeof(tok));
 	copy_token(cmd, cmd_size, tok);
 	/*
@@ -41,22 +41,26 @@ enum relay_verdict relay_classify(const uint8_t *buf, size_t len, char *cmd, siz
 	 * on msg->data[4], before tokenizing).
 	 */
 	if (len >= Q3_OOB_PREFIX_LEN + 3 && memcmp(buf + Q3_OOB_PREFIX_LEN, "PB_", 3) == 0)
-		return VERDICT_PASS;
+		return RELAY_VERDICT_PASS;
 	if (q3_cmd_eq(tok, "getstatus") || q3_cmd_eq(tok, "getinfo"))
-		return VERDICT_QUERY;
+		return RELAY_VERDICT_QUERY;
 	if (q3_cmd_eq(tok, "getchallenge") || q3_cmd_eq(tok, "connect"))
-		return VERDICT_PASS;
-	return VERDICT_FILTERED;
+		return RELAY_VERDICT_PASS;
+	return RELAY_VERDICT_FILTERED;
 }
 
 const char *relay_drop_name(enum relay_drop d)
 {
-	static const char *const names[DROP_NREASONS] = {
-		[DROP_FILTERED] = "filtered",         [DROP_MALFORMED] = "malformed",
-		[DROP_RATE_LIMITED] = "rate_limited", [DROP_BANNED] = "banned",
-		[DROP_QUEUE_FULL] = "queue_full",     [DROP_SESSION_CAP] = "session_cap",
-		[DROP_SEND_ERROR] = "send_error",     [DROP_QUERY_BUDGET] = "query_budget",
+	static const char *const names[RELAY_DROP_NREASONS] = {
+		[RELAY_DROP_FILTERED] = "filtered",
+		[RELAY_DROP_MALFORMED] = "malformed",
+		[RELAY_DROP_RATE_LIMITED] = "rate_limited",
+		[RELAY_DROP_BANNED] = "banned",
+		[RELAY_DROP_QUEUE_FULL] = "queue_full",
+		[RELAY_DROP_SESSION_CAP] = "session_cap",
+		[RELAY_DROP_SEND_ERROR] = "send_error",
+		[RELAY_DROP_QUERY_BUDGET] = "query_budget",
 	};
 
-	return (unsigned)d < DROP_NREASONS ? names[d] : "unknown";
+	return (unsigned)d < RELAY_DROP_NREASONS ? names[d] : "unknown";
 }

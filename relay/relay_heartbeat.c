@@ -99,8 +99,8 @@ static void send_all(struct relay_heartbeat *hb, const char *tag, const struct a
 			continue;
 		}
 		hb->count[i][good]++;
-		log_debug("heartbeat %s -> %s:%u (%s)", tag, c->masters[i].host, c->masters[i].port,
-			  addr_str(&addrs[i], a, sizeof(a)));
+		log_debug("heartbeat-sent tag=%s master=%s:%u addr=%s", tag, c->masters[i].host,
+			  c->masters[i].port, addr_str(&addrs[i], a, sizeof(a)));
 	}
 }
 
@@ -403,10 +403,11 @@ int relay_heartbeat_new(struct relay *r)
 	ev_timer_init(&hb->cycle_timer);
 	ev_timer_init(&hb->probe_timer);
 	ev_timer_init(&hb->shutdown_timer);
-	hb->fd = socket(r->server.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (hb->fd < 0 ||
-	    connect(hb->fd, (const struct sockaddr *)&r->server.ss, r->server.len) < 0)
+	hb->fd = addr_udp_connect(&r->server, NULL);
+	if (hb->fd < 0) {
+		errno = -hb->fd;
 		goto fail;
+	}
 	hb->io = ev_io_add(r->loop, hb->fd, EPOLLIN, on_probe_reply, hb);
 	if (hb->io == NULL)
 		goto fail;

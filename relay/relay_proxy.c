@@ -122,7 +122,7 @@ static void flush_out(struct relay_proxy *p)
 			if (errno != EAGAIN && errno != ENOBUFS &&
 			    log_ratelimit_ok(&p->warn_send, ev_now(p->r->loop), 10000, &sup))
 				log_warn("send-fail dir=to-client suppressed=%lu", sup);
-			drop(p, DROP_SEND_ERROR);
+			drop(p, RELAY_DROP_SEND_ERROR);
 			sent++;
 			continue;
 		}
@@ -151,7 +151,8 @@ static void log_oob(const struct session *s, const char *dir, const uint8_t *buf
 	if (!q3_is_oob(buf, len))
 		return;
 	q3_oob_command(buf, len, cmd, sizeof(cmd));
-	log_debug("%s %s ET  %s (%zu B)", addr_str(&s->client, a, sizeof(a)), dir, cmd, len);
+	log_debug("oob peer=%s dir=%s cmd=%s len=%zu", addr_str(&s->client, a, sizeof(a)), dir, cmd,
+		  len);
 }
 
 static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
@@ -167,7 +168,7 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 			if (send(ev_io_fd(io), q->data, q->len, 0) < 0) {
 				if (errno == EAGAIN || errno == EWOULDBLOCK)
 					break;
-				drop(p, DROP_SEND_ERROR);
+				drop(p, RELAY_DROP_SEND_ERROR);
 			} else {
 				s->pkts_in++;
 				s->bytes_in += q->len;
@@ -207,7 +208,7 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 			if (p->out_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				/* Cannot happen below 65,536 bytes of UDP
 				 * payload; never forward a cut datagram. */
-				drop(p, DROP_MALFORMED);
+				drop(p, RELAY_DROP_MALFORMED);
 				continue;
 			}
 			if (k != i)
@@ -215,7 +216,7 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 			s->pkts_out++;
 			s->bytes_out += len;
 			if (log_enabled(LOG_LEVEL_DEBUG))
-				log_oob(s, "<-", p->out_bufs + (size_t)k * BUF_SIZE, len);
+				log_oob(s, "to-client", p->out_bufs + (size_t)k * BUF_SIZE, len);
 			p->out_addr[k] = s->client;
 			p->out_iov[k].iov_len = len;
 			p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
@@ -287,7 +288,8 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 		unconf_unlink(p, s);
 	p->r->st.sessions_closed++;
 	htab_remove(p->sessions, s);
-	log_debug("session - %s (%zu active) reason=%s in=%llu/%lluB out=%llu/%lluB",
+	log_debug("session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
+		  "pkts_out=%llu bytes_out=%llu",
 		  addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
 		  (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
 		  (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out);
@@ -330,20 +332,18 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 		/* Full: the oldest unconfirmed session makes room once it has
 		 * had a second to confirm; confirmed ones are never evicted. */
 		if (old == NULL || ev_now(r->loop) - old->last_ms < RELAY_UNCONFIRMED_GRACE_MS) {
-			drop(p, DROP_SESSION_CAP);
+			drop(p, RELAY_DROP_SESSION_CAP);
 			return NULL;
 		}
 		session_close(p, old, "evicted");
 		r->st.sessions_evicted++;
 	}
-	fd = socket(r->server.ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
+	/* Its local port is the port the server sees for this client. */
+	fd = addr_udp_connect(&r->server, &local);
+	if (fd < 0) {
+		errno = -fd;
 		goto fail;
-	if (connect(fd, (const struct sockaddr *)&r->server.ss, r->server.len) < 0)
-		goto fail_fd;
-	local.len = sizeof(local.ss);
-	if (getsockname(fd, (struct sockaddr *)&local.ss, &local.len) < 0)
-		goto fail_fd;
+	}
 	s = htab_insert(p->sessions, key, false, NULL);
 	if (s == NULL)
 		goto fail_fd;
@@ -362,7 +362,7 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
 
-		log_debug("session + %s (%zu active) upstream-port=%u",
+		log_debug("session-open peer=%s active=%zu upstream_port=%u",
 			  addr_str(client, a, sizeof(a)), htab_count(p->sessions),
 			  s->upstream_port);
 	}
@@ -375,7 +375,7 @@ fail : {
 	/* EMFILE and friends: count as the cap, say it once in a while. */
 	if (log_ratelimit_ok(&p->warn_sock, ev_now(r->loop), 10000, &sup))
 		log_warn("session-fail suppressed=%lu", sup);
-	drop(p, DROP_SESSION_CAP);
+	drop(p, RELAY_DROP_SESSION_CAP);
 }
 	return NULL;
 }
@@ -394,17 +394,17 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
 			/* ECONNREFUSED (server down) and the like. */
-			drop(p, DROP_SEND_ERROR);
+			drop(p, RELAY_DROP_SEND_ERROR);
 			return;
 		}
 	}
 	if (s->qlen == RELAY_SESSION_QUEUE || len > RELAY_QUEUE_BYTES_MAX - p->queued_bytes) {
-		drop(p, DROP_QUEUE_FULL);
+		drop(p, RELAY_DROP_QUEUE_FULL);
 		return;
 	}
 	q = malloc(sizeof(*q) + len);
 	if (q == NULL) {
-		drop(p, DROP_QUEUE_FULL);
+		drop(p, RELAY_DROP_QUEUE_FULL);
 		return;
 	}
 	q->len = (uint32_t)len;
@@ -459,46 +459,47 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 
 		addr_to_ip(from, &ip);
 		if (relay_bans_check(r->bans, &ip)) {
-			drop(p, DROP_BANNED);
+			drop(p, RELAY_DROP_BANNED);
 			return;
 		}
 	}
 	v = relay_classify(buf, len, cmd, sizeof(cmd));
 	switch (v) {
-	case VERDICT_MALFORMED:
-		drop(p, DROP_MALFORMED);
+	case RELAY_VERDICT_MALFORMED:
+		drop(p, RELAY_DROP_MALFORMED);
 		return;
-	case VERDICT_FILTERED:
-		drop(p, DROP_FILTERED);
+	case RELAY_VERDICT_FILTERED:
+		drop(p, RELAY_DROP_FILTERED);
 		if (log_enabled(LOG_LEVEL_DEBUG)) {
 			char a[ADDR_STRLEN];
 
-			log_debug("%s -> ET  %s (%zu B) dropped=filtered",
+			log_debug("oob peer=%s dir=to-server cmd=%s len=%zu drop=filtered",
 				  addr_str(from, a, sizeof(a)), cmd, len);
 		}
 		return;
-	case VERDICT_QUERY: {
+	case RELAY_VERDICT_QUERY: {
 		struct addr_ip ip;
 
 		addr_to_ip(from, &ip);
 		if (!ratelim_check(p->queries, &ip, ev_now(r->loop))) {
-			drop(p, DROP_RATE_LIMITED);
+			drop(p, RELAY_DROP_RATE_LIMITED);
 			if (log_enabled(LOG_LEVEL_DEBUG)) {
 				char a[ADDR_STRLEN];
 
-				log_debug("%s -> ET  %s (%zu B) dropped=rate_limited",
+				log_debug("oob peer=%s dir=to-server cmd=%s len=%zu "
+					  "drop=rate_limited",
 					  addr_str(from, a, sizeof(a)), cmd, len);
 			}
 			return;
 		}
 		if (!query_budget_take(p, &ip)) {
-			drop(p, DROP_QUERY_BUDGET);
+			drop(p, RELAY_DROP_QUERY_BUDGET);
 			return;
 		}
 		break;
 	}
-	case VERDICT_GAME:
-	case VERDICT_PASS:
+	case RELAY_VERDICT_GAME:
+	case RELAY_VERDICT_PASS:
 		break;
 	}
 	addr_to_key(from, &key);
@@ -514,10 +515,11 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 		}
 		session_touch(p, s, ev_now(r->loop));
 	}
-	if (v != VERDICT_GAME && log_enabled(LOG_LEVEL_DEBUG)) {
+	if (v != RELAY_VERDICT_GAME && log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
 
-		log_debug("%s -> ET  %s (%zu B)", addr_str(from, a, sizeof(a)), cmd, len);
+		log_debug("oob peer=%s dir=to-server cmd=%s len=%zu", addr_str(from, a, sizeof(a)),
+			  cmd, len);
 	}
 	session_send(p, s, buf, len);
 }
@@ -543,7 +545,7 @@ static void on_public(struct ev_io *io, uint32_t events, void *arg)
 			break;
 		p->in_addr[i].len = m->msg_hdr.msg_namelen;
 		if ((m->msg_hdr.msg_flags & MSG_TRUNC) || m->msg_len > RELAY_MAX_PACKET) {
-			drop(p, DROP_MALFORMED);
+			drop(p, RELAY_DROP_MALFORMED);
 			continue;
 		}
 		handle_client(p, &p->in_addr[i], p->in_bufs + (size_t)i * BUF_SIZE, m->msg_len);

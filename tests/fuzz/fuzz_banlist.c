@@ -7,7 +7,7 @@
  *   (it held a ban before the load, so "left empty" is really checked)
  *   and err is a non-empty message;
  * - after a successful load every ban is well-formed (reason within
- *   BAN_REASON_MAX without control characters, times not negative, not
+ *   BANLIST_REASON_MAX without control characters, times not negative, not
  *   expired) and banlist_find returns it;
  * - round trip: banlist_to_json of the loaded table loads again into a
  *   second table, which held another ban before, with exactly the same
@@ -36,7 +36,7 @@ static void check_ban(struct banlist *bl, const struct ban *b)
 {
 	size_t rlen = strnlen(b->reason, sizeof(b->reason));
 
-	FUZZ_CHECK(rlen <= BAN_REASON_MAX);
+	FUZZ_CHECK(rlen <= BANLIST_REASON_MAX);
 	for (size_t i = 0; i < rlen; i++) {
 		unsigned char c = (unsigned char)b->reason[i];
 
@@ -56,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int r;
 
 	FUZZ_CHECK(bl != NULL && again != NULL);
-	strbuf_init(&out1, BAN_FILE_MAX(CAPACITY));
-	strbuf_init(&out2, BAN_FILE_MAX(CAPACITY));
+	strbuf_init(&out1, BANLIST_FILE_MAX(CAPACITY));
+	strbuf_init(&out2, BANLIST_FILE_MAX(CAPACITY));
 	put_stale(bl, 1);
 	put_stale(again, 2);
 	err[0] = '\0';

@@ -4,9 +4,9 @@
  *
  * Invariants checked:
  * - the result is 0 or -EBADMSG, and err is a non-empty message on error;
- * - on success the reason is NUL-terminated within BAN_REASON_MAX bytes
+ * - on success the reason is NUL-terminated within BANLIST_REASON_MAX bytes
  *   without control characters, and the duration is 0 or
- *   1..BAN_MAX_DURATION;
+ *   1..BANLIST_MAX_DURATION;
  * - what the parser accepts, banlist_put accepts (the API handler relies
  *   on it: a 400 is the parser's job, not the table's);
  * - round trip: the body written back with json-c parses to the same
@@ -21,7 +21,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char reason[BAN_REASON_MAX + 1], reason2[BAN_REASON_MAX + 1], err[256];
+	char reason[BANLIST_REASON_MAX + 1], reason2[BANLIST_REASON_MAX + 1], err[256];
 	long long duration, duration2;
 	struct json_object *o;
 	struct banlist *bl;
@@ -40,13 +40,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(err[0] != '\0' && strnlen(err, sizeof(err)) < sizeof(err));
 		return 0;
 	}
-	FUZZ_CHECK(strnlen(reason, sizeof(reason)) <= BAN_REASON_MAX);
+	FUZZ_CHECK(strnlen(reason, sizeof(reason)) <= BANLIST_REASON_MAX);
 	for (size_t i = 0; reason[i] != '\0'; i++) {
 		unsigned char c = (unsigned char)reason[i];
 
 		FUZZ_CHECK(c >= 0x20 && c != 0x7f);
 	}
-	FUZZ_CHECK(duration == 0 || (duration >= 1 && duration <= BAN_MAX_DURATION));
+	FUZZ_CHECK(duration == 0 || (duration >= 1 && duration <= BANLIST_MAX_DURATION));
 
 	bl = banlist_new(1);
 	FUZZ_CHECK(bl != NULL);

@@ -26,18 +26,18 @@ static enum relay_verdict expected(const uint8_t *data, size_t size)
 	const char *c;
 
 	if (size < Q3_OOB_PREFIX_LEN)
-		return VERDICT_MALFORMED;
+		return RELAY_VERDICT_MALFORMED;
 	if (!q3_is_oob(data, size))
-		return VERDICT_GAME;
+		return RELAY_VERDICT_GAME;
 	if (size >= Q3_OOB_PREFIX_LEN + 3 && memcmp(data + Q3_OOB_PREFIX_LEN, "PB_", 3) == 0)
-		return VERDICT_PASS;
+		return RELAY_VERDICT_PASS;
 	FUZZ_CHECK(q3_oob_tokenize(data, size, &args) >= 0);
 	c = q3_argv(&args, 0);
 	if (q3_cmd_eq(c, "getstatus") || q3_cmd_eq(c, "getinfo"))
-		return VERDICT_QUERY;
+		return RELAY_VERDICT_QUERY;
 	if (q3_cmd_eq(c, "getchallenge") || q3_cmd_eq(c, "connect"))
-		return VERDICT_PASS;
-	return VERDICT_FILTERED;
+		return RELAY_VERDICT_PASS;
+	return RELAY_VERDICT_FILTERED;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(v == want);
 		FUZZ_CHECK(cmd[n] == 'Z');
 		FUZZ_CHECK(strnlen(cmd, n) < n);
-		if (v == VERDICT_MALFORMED || v == VERDICT_GAME) {
+		if (v == RELAY_VERDICT_MALFORMED || v == RELAY_VERDICT_GAME) {
 			FUZZ_CHECK(cmd[0] == '\0');
 		} else {
 			FUZZ_CHECK(q3_oob_command(data, size, tok, n) >= 0);

@@ -42,7 +42,7 @@ def scenario(env):
     # The server never saw an rcon from the relay's sockets.
     check(not oa.grep(r"relayed-\d"), "an rcon reached the server: %r" % oa.grep(r"relayed-"))
     check(len(oa.grep(r"Rcon from")) == 1, "server rcon log: %r" % oa.grep("Rcon from"))
-    relay.wait_line(r"-> ET  rcon \(\d+ B\) dropped=filtered")
+    relay.wait_line(r"oob peer=\S+ dir=to-server cmd=rcon len=\d+ drop=filtered")
     env.daemons_alive(relay, oa)
 
 

@@ -31,8 +31,8 @@ def scenario(env):
     fl = b"\xff\xff\xff\xffheartbeat ETFlatline-1\n"
     wait_for(lambda: m1.packets(src=relay.addr, prefix=hb), 5, "the relay's heartbeat at master 1")
     wait_for(lambda: m2.packets(src=relay.addr, prefix=hb), 5, "the relay's heartbeat at master 2")
-    relay.wait_line(r"heartbeat EnemyTerritory-1 -> 127\.0\.0\.1:%d \(127\.0\.0\.1:%d\)" % (m1.addr[1], m1.addr[1]))
-    relay.wait_line(r"heartbeat EnemyTerritory-1 -> localhost:%d \(127\.0\.0\.1:%d\)" % (m2.addr[1], m2.addr[1]))
+    relay.wait_line(r"heartbeat-sent tag=EnemyTerritory-1 master=127\.0\.0\.1:%d addr=127\.0\.0\.1:%d" % (m1.addr[1], m1.addr[1]))
+    relay.wait_line(r"heartbeat-sent tag=EnemyTerritory-1 master=localhost:%d addr=127\.0\.0\.1:%d" % (m2.addr[1], m2.addr[1]))
 
     # A flood has used up the query budget (1/s here)...
     burners = [env.udp("127.0.6.%d" % i) for i in (1, 2, 3)]

@@ -34,10 +34,10 @@ def scenario(env):
     check(oa.hostname in out and "oa_dm1" in out, "quakestat -q3s through the relay:\n" + out)
 
     # The seed's --debug lines.
-    relay.wait_line(r"session \+ 127\.0\.0\.1:%d \(\d+ active\)" % caddr[1])
-    relay.wait_line(r"127\.0\.0\.1:%d -> ET  getinfo \(\d+ B\)" % caddr[1])
-    relay.wait_line(r"127\.0\.0\.1:%d <- ET  infoResponse \(\d+ B\)" % caddr[1])
-    relay.wait_line(r"127\.0\.0\.1:%d <- ET  challengeResponse \(\d+ B\)" % caddr[1])
+    relay.wait_line(r"session-open peer=127\.0\.0\.1:%d active=\d+ upstream_port=\d+" % caddr[1])
+    relay.wait_line(r"oob peer=127\.0\.0\.1:%d dir=to-server cmd=getinfo len=\d+$" % caddr[1])
+    relay.wait_line(r"oob peer=127\.0\.0\.1:%d dir=to-client cmd=infoResponse len=\d+" % caddr[1])
+    relay.wait_line(r"oob peer=127\.0\.0\.1:%d dir=to-client cmd=challengeResponse len=\d+" % caddr[1])
 
     # /sessions: the real client address and the upstream port the server sees.
     st, sessions, _ = relay.api("GET", "/sessions")

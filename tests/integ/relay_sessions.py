@@ -57,7 +57,7 @@ def scenario(env):
     check(query(b, relay.addr, "getchallenge", timeout=2), "b")
     check(query(c, relay.addr, "getchallenge", timeout=0.3) is None, "c served past --max-sessions 2")
     check(relay.drops("session_cap") == 1, "session_cap drop not counted")
-    relay.wait_line(r"session - 127\.0\.0\.1:%d \(\d active\) reason=idle" % a.getsockname()[1], timeout=5)
+    relay.wait_line(r"session-close peer=127\.0\.0\.1:%d active=\d reason=idle " % a.getsockname()[1], timeout=5)
     st, sessions, _ = relay.api("GET", "/sessions")
     check(sessions == [] or all(s["idle_ms"] < 1500 for s in sessions), "idle sessions listed: %r" % sessions)
     check(query(c, relay.addr, "getchallenge", timeout=2), "c not served after the others expired")
@@ -80,7 +80,7 @@ def scenario(env):
     wait_for(lambda: idle_for(relay, "127.0.1.", GRACE_MS), 5,
              "the one-shot sessions to be idle for a second")
     check(query(player, relay.addr, "getchallenge", timeout=2), "new client locked out by one-shot sessions")
-    relay.wait_line(r"session - 127\.0\.1\.1:\d+ \(\d active\) reason=evicted")
+    relay.wait_line(r"session-close peer=127\.0\.1\.1:\d+ active=\d reason=evicted")
     check(relay.metrics()["rally_relay_sessions_evicted_total"] == 1, "eviction not counted")
     # The player confirms (speaks again after the answer); fill the rest with
     # confirmed players too: now nothing may be evicted.
@@ -107,7 +107,7 @@ def scenario(env):
     relay = Relay(env, echo.addr, args=["--unconfirmed-timeout", "1"], name="relay-unconf")
     x = env.udp()
     x.sendto(b"\x00\x00\x00\x09in-game", relay.addr)
-    relay.wait_line(r"session - 127\.0\.0\.1:%d \(0 active\) reason=idle-unconfirmed" % x.getsockname()[1],
+    relay.wait_line(r"session-close peer=127\.0\.0\.1:%d active=0 reason=idle-unconfirmed" % x.getsockname()[1],
                     timeout=5)
     env.daemons_alive(relay)
 

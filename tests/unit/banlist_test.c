@@ -97,20 +97,20 @@ static void test_put_checks(void)
 {
 	struct banlist *bl = banlist_new(4);
 	struct addr_ip a = ip_of("198.51.100.1");
-	char reason[BAN_REASON_MAX + 2];
+	char reason[BANLIST_REASON_MAX + 2];
 
 	CHECK_EQ_INT(banlist_put(bl, &a, "two\nlines", 0, 1), -EINVAL);
 	CHECK_EQ_INT(banlist_put(bl, &a, "tab\there", 0, 1), -EINVAL);
 	CHECK_EQ_INT(banlist_put(bl, &a, "del\x7f", 0, 1), -EINVAL);
 	CHECK_EQ_INT(banlist_put(bl, &a, "x", -1, 1), -EINVAL);
-	CHECK_EQ_INT(banlist_put(bl, &a, "x", BAN_MAX_DURATION + 1, 1), -EINVAL);
-	memset(reason, 'r', BAN_REASON_MAX + 1);
-	reason[BAN_REASON_MAX + 1] = '\0';
+	CHECK_EQ_INT(banlist_put(bl, &a, "x", BANLIST_MAX_DURATION + 1, 1), -EINVAL);
+	memset(reason, 'r', BANLIST_REASON_MAX + 1);
+	reason[BANLIST_REASON_MAX + 1] = '\0';
 	CHECK_EQ_INT(banlist_put(bl, &a, reason, 0, 1), -EINVAL);
 	CHECK_EQ_INT(banlist_count(bl), 0);
 	/* The limits themselves are fine; UTF-8 is not a control char. */
-	reason[BAN_REASON_MAX] = '\0';
-	CHECK_EQ_INT(banlist_put(bl, &a, reason, BAN_MAX_DURATION, 1), 1);
+	reason[BANLIST_REASON_MAX] = '\0';
+	CHECK_EQ_INT(banlist_put(bl, &a, reason, BANLIST_MAX_DURATION, 1), 1);
 	CHECK_EQ_INT(banlist_put(bl, &a, "caf\xc3\xa9", 0, 1), 0);
 	CHECK_EQ_INT(banlist_put(bl, &a, "", 0, 1), 0);
 	/* A refused replacement leaves the ban as it was. */
@@ -190,7 +190,7 @@ static void test_json_round_trip(void)
 	struct addr_ip ips[4] = {ip_of("203.0.113.7"), ip_of("2001:db8::42"),
 				 ip_of("198.51.100.200"), ip_of("::1")};
 	const char *reasons[4] = {"aimbot", "say \"hi\" \\ / caf\xc3\xa9", "", "x"};
-	long long durs[4] = {0, 3600, BAN_MAX_DURATION, 0};
+	long long durs[4] = {0, 3600, BANLIST_MAX_DURATION, 0};
 	struct strbuf sb;
 	char err[160] = "";
 	const struct ban *p, *q;
@@ -329,7 +329,7 @@ static void test_load_errors(void)
 			 "bans[0].reason");
 	CHECK_LOAD_FAILS(bl, HDR "{\"ip\":\"::1\",\"reason\":7,\"created\":1}]}",
 			 "bans[0].reason: not a string");
-	n = strlen(HDR "{\"ip\":\"::1\",\"reason\":\"") + BAN_REASON_MAX + 1 +
+	n = strlen(HDR "{\"ip\":\"::1\",\"reason\":\"") + BANLIST_REASON_MAX + 1 +
 	    strlen("\",\"created\":1}]}") + 1;
 	long_reason = malloc(n);
 	CHECK(long_reason != NULL);
@@ -337,8 +337,8 @@ static void test_load_errors(void)
 		char *p = long_reason;
 
 		p += sprintf(p, "%s", HDR "{\"ip\":\"::1\",\"reason\":\"");
-		memset(p, 'r', BAN_REASON_MAX + 1);
-		p += BAN_REASON_MAX + 1;
+		memset(p, 'r', BANLIST_REASON_MAX + 1);
+		p += BANLIST_REASON_MAX + 1;
 		strcpy(p, "\",\"created\":1}]}");
 		CHECK_LOAD_FAILS(bl, long_reason, "bans[0].reason");
 		/* One byte less is the limit and loads. */
@@ -413,7 +413,7 @@ static int req(const char *body, char *reason, long long *dur, char *err)
 
 #define CHECK_REQ_FAILS(body, want)                                                                \
 	do {                                                                                       \
-		char r_[BAN_REASON_MAX + 1], e_[256];                                              \
+		char r_[BANLIST_REASON_MAX + 1], e_[256];                                          \
 		long long d_ = 77;                                                                 \
 		CHECK_EQ_INT(req((body), r_, &d_, e_), -EBADMSG);                                  \
 		CHECK_ERR(e_, (want));                                                             \
@@ -421,7 +421,7 @@ static int req(const char *body, char *reason, long long *dur, char *err)
 
 static void test_parse_request(void)
 {
-	char reason[BAN_REASON_MAX + 1], err[256], body[BAN_REASON_MAX + 64];
+	char reason[BANLIST_REASON_MAX + 1], err[256], body[BANLIST_REASON_MAX + 64];
 	long long dur = -1;
 
 	CHECK_EQ_INT(req("{\"reason\":\"aimbot\",\"duration\":3600}", reason, &dur, err), 0);
@@ -436,9 +436,9 @@ static void test_parse_request(void)
 	CHECK_EQ_STR(reason, "");
 	CHECK_EQ_INT(req("{\"reason\":\"x\",\"duration\":1}", reason, &dur, err), 0);
 	CHECK_EQ_INT(dur, 1);
-	snprintf(body, sizeof(body), "{\"reason\":\"x\",\"duration\":%lld}", BAN_MAX_DURATION);
+	snprintf(body, sizeof(body), "{\"reason\":\"x\",\"duration\":%lld}", BANLIST_MAX_DURATION);
 	CHECK_EQ_INT(req(body, reason, &dur, err), 0);
-	CHECK_EQ_INT(dur, BAN_MAX_DURATION);
+	CHECK_EQ_INT(dur, BANLIST_MAX_DURATION);
 	/* JSON escapes are decoded. */
 	CHECK_EQ_INT(req("{\"reason\":\"caf\\u00e9 \\\"q\\\"\"}", reason, &dur, err), 0);
 	CHECK_EQ_STR(reason, "caf\xc3\xa9 \"q\"");
@@ -449,7 +449,7 @@ static void test_parse_request(void)
 	CHECK_REQ_FAILS("{\"reason\":\"a\\tb\"}", "reason");
 	memset(body, 0, sizeof(body));
 	strcpy(body, "{\"reason\":\"");
-	memset(body + strlen(body), 'r', BAN_REASON_MAX + 1);
+	memset(body + strlen(body), 'r', BANLIST_REASON_MAX + 1);
 	strcat(body, "\"}");
 	CHECK_REQ_FAILS(body, "reason");
 	CHECK_REQ_FAILS("{\"reason\":\"x\",\"duration\":0}", "duration");
@@ -458,7 +458,8 @@ static void test_parse_request(void)
 	CHECK_REQ_FAILS("{\"reason\":\"x\",\"duration\":60.0}", "duration");
 	CHECK_REQ_FAILS("{\"reason\":\"x\",\"duration\":\"60\"}", "duration");
 	CHECK_REQ_FAILS("{\"reason\":\"x\",\"duration\":true}", "duration");
-	snprintf(body, sizeof(body), "{\"reason\":\"x\",\"duration\":%lld}", BAN_MAX_DURATION + 1);
+	snprintf(body, sizeof(body), "{\"reason\":\"x\",\"duration\":%lld}",
+		 BANLIST_MAX_DURATION + 1);
 	CHECK_REQ_FAILS(body, "duration");
 	CHECK_REQ_FAILS("{\"reason\":\"x\",\"duration\":99999999999999999999}", "duration");
 	CHECK_REQ_FAILS("{\"reason\":\"x\",\"duration\":9223372036854775807}", "duration");
