@@ -10,7 +10,9 @@
 #
 # Packages come from Debian's archive only. Game servers never start as
 # services: while apt-get runs, a policy-rc.d that exits 101 blocks service
-# starts (removed afterwards if we created it).
+# starts (removed afterwards if we created it), and the services the new
+# packages ship are then disabled at boot (unless they were enabled before),
+# so a reboot does not bring up a stock server on the ports we use.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,16 +21,77 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
 	libssl-dev libcurl4-openssl-dev libminiupnpc-dev)
-run_pkgs=(openarena-server qstat curl python3)
+run_pkgs=(openarena-server qstat curl python3 iproute2)
 # The network lab (tests/lab): nftables NATs, stund as the STUN server,
-# miniupnpd with its nftables backend as the UPnP router.
+# miniupnpd with its nftables backend as the UPnP router. git lists the
+# files whose formatting is checked.
 test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
-	miniupnpd miniupnpd-nftables)
+	miniupnpd miniupnpd-nftables git)
 
 say() { printf '\n== %s\n' "$*"; }
 die() {
 	echo "dev.sh: $*" >&2
 	exit 1
+}
+
+# Installed packages, one per line, sorted (arch-qualified where dpkg needs it).
+installed_pkgs() {
+	dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' 2>/dev/null |
+		awk '$1 == "ii" { print $2 }' | sort -u
+}
+
+# Services that start at boot now, one name per line: init scripts with an
+# S link in a multi-user runlevel, enabled systemd service units. Both work
+# whether or not systemd is PID 1 (systemctl reads the unit files).
+enabled_services() {
+	local l
+	for l in /etc/rc[2345].d/S[0-9][0-9]*; do
+		[ -L "$l" ] || [ -e "$l" ] || continue
+		basename "$l" | sed 's/^S[0-9][0-9]//'
+	done
+	if command -v systemctl >/dev/null 2>&1; then
+		systemctl list-unit-files --type=service --state=enabled --no-legend 2>/dev/null |
+			awk '{ sub(/\.service$/, "", $1); print $1 }'
+	fi
+	return 0
+}
+
+# The services packages ship, one name per line: their init scripts and
+# systemd service units (openarena-server, stun for stun-server, miniupnpd,
+# nftables). Template units (name@.service) need an instance: not ours.
+services_of() {
+	dpkg -L "$@" 2>/dev/null | sed -n -e 's|^/etc/init\.d/\([^/]*\)$|\1|p' \
+		-e 's|^/\(usr/\)\{0,1\}lib/systemd/system/\([^/@]*\)\.service$|\2|p' | sort -u
+}
+
+# Keeps service $1 from starting at boot; starts and stops nothing.
+disable_service() {
+	local s=$1 state
+	if [ -d /run/systemd/system ]; then
+		# systemd is PID 1: systemctl also turns an init script's rc
+		# links off (systemd-sysv-install).
+		systemctl disable --quiet "$s.service" >/dev/null 2>&1 || true
+	else
+		if [ -e "/etc/init.d/$s" ]; then
+			update-rc.d "$s" disable >/dev/null 2>&1 ||
+				rm -f /etc/rc[0-6S].d/S[0-9][0-9]"$s"
+		fi
+		# The unit's symlinks too, for a later boot under systemd
+		# (systemctl edits them without a running systemd).
+		if command -v systemctl >/dev/null 2>&1; then
+			systemctl disable --quiet "$s.service" >/dev/null 2>&1 || true
+		fi
+	fi
+	# What disable cannot turn off (a static or indirectly enabled unit)
+	# is masked.
+	if command -v systemctl >/dev/null 2>&1; then
+		state=$(systemctl is-enabled "$s.service" 2>/dev/null || true)
+		case $state in
+		disabled | masked | "") ;;
+		*) systemctl mask --quiet "$s.service" >/dev/null 2>&1 || true ;;
+		esac
+	fi
+	echo "dev.sh: $s will not start at boot (it was not enabled before we installed it)"
 }
 
 install_missing() {
@@ -43,17 +106,58 @@ install_missing() {
 		exit 1
 	fi
 	say "installing: ${missing[*]}"
-	local made_policy=0
+	local made_policy=0 before_pkgs before_enabled new_pkgs s ok=1
+	before_pkgs=$(installed_pkgs)
+	before_enabled=$(enabled_services)
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
 		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
 		chmod 755 /usr/sbin/policy-rc.d
 		made_policy=1
 	fi
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	apt-get update -qq &&
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || ok=0
 	[ $made_policy -eq 1 ] && rm -f /usr/sbin/policy-rc.d
+	[ $ok -eq 1 ] || die "apt-get install ${missing[*]} failed"
+	# policy-rc.d only blocked the start at install time: the packages'
+	# scripts still enabled their services at boot. Dependencies count too.
+	new_pkgs=$(comm -13 <(echo "$before_pkgs") <(installed_pkgs))
+	[ -n "$new_pkgs" ] || return 0
+	# shellcheck disable=SC2086 # one package name per word
+	for s in $(services_of $new_pkgs); do
+		grep -qxF "$s" <<<"$before_enabled" || disable_service "$s"
+	done
 	return 0
+}
+
+# Fails before anything starts when one of the ports is taken, naming the
+# process that holds it. Arguments: proto:port:VARIABLE.
+check_ports() {
+	local spec proto port var lines busy=0
+	for spec in "$@"; do
+		IFS=: read -r proto port var <<<"$spec"
+		if [ "$proto" = udp ]; then
+			lines=$(ss -Hlunp "sport = :$port" 2>/dev/null || true)
+		else
+			lines=$(ss -Hltnp "sport = :$port" 2>/dev/null || true)
+		fi
+		[ -n "$lines" ] || continue
+		busy=1
+		echo "dev.sh: $proto port $port is taken (set $var=... to use another):" >&2
+		while IFS= read -r l; do
+			local who pid
+			who=$(grep -o 'users:(.*)' <<<"$l" || true)
+			pid=$(grep -o 'pid=[0-9]*' <<<"$who" | head -n 1 | cut -d= -f2 || true)
+			if [ -n "$pid" ]; then
+				echo "    by pid $pid: $(ps -o args= -p "$pid" 2>/dev/null | cut -c1-160)" >&2
+			else
+				echo "    by a process ss cannot name (run as root to see it)" >&2
+			fi
+			echo "    ss: $l" >&2
+		done <<<"$lines"
+	done
+	[ $busy -eq 0 ] ||
+		die "ports in use: stop what holds them (a stock server: systemctl stop openarena-server, or service openarena-server stop) or pick other ports with the variables named above"
 }
 
 build() {
@@ -67,10 +171,15 @@ build() {
 cmd_test() {
 	install_missing "${build_pkgs[@]}" "${test_pkgs[@]}"
 	say "checking the formatting (clang-format)"
-	local f unformatted=()
+	local f files unformatted=()
+	# Listed first: a failure inside a process substitution would go
+	# unnoticed and leave nothing checked.
+	files=$(cd "$top" && git ls-files '*.c' '*.h') ||
+		die "git ls-files failed in $top: the formatting check needs a git checkout (owned by another user? git config --global --add safe.directory $top)"
+	[ -n "$files" ] || die "git ls-files lists no C files in $top: nothing to check the formatting of"
 	while IFS= read -r f; do
 		clang-format --dry-run --Werror "$top/$f" >/dev/null 2>&1 || unformatted+=("$f")
-	done < <(cd "$top" && git ls-files '*.c' '*.h')
+	done <<<"$files"
 	if [ ${#unformatted[@]} -gt 0 ]; then
 		echo "clang-format: these files differ from .clang-format: ${unformatted[*]}" >&2
 		echo "run: clang-format -i ${unformatted[*]}" >&2
@@ -87,8 +196,7 @@ cmd_test() {
 # Waits until the file's first lines hold a line starting with $2, or the
 # process $3 dies.
 wait_ready() {
-	local i
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		grep -q "^$2" "$1" 2>/dev/null && return 0
 		kill -0 "$3" 2>/dev/null || { cat "$1"; exit 1; }
 		sleep 0.1
@@ -103,6 +211,8 @@ cmd_run() {
 	local demo="$top/out/demo" game_port=${GAME_PORT:-27960} oa_port=${OA_PORT:-27961}
 	local control_port=${CONTROL_PORT:-27980} http_port=${HTTP_PORT:-8471}
 	local master_port=${MASTER_PORT:-27950} lobby_port=${LOBBY_PORT:-29471}
+	check_ports "udp:$game_port:GAME_PORT" "udp:$oa_port:OA_PORT" "udp:$master_port:MASTER_PORT" \
+		"udp:$lobby_port:LOBBY_PORT" "tcp:$control_port:CONTROL_PORT" "tcp:$http_port:HTTP_PORT"
 	mkdir -p "$demo/oa" "$demo/state" "$demo/master"
 	[ -s "$demo/token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$demo/token"
 	chmod 600 "$demo/token"
@@ -139,12 +249,20 @@ cmd_run() {
 		--token-file "$demo/token" --debug 2>"$demo/relay.log" &
 	pids+=($!)
 	wait_ready "$demo/relay.log" ready "${pids[2]}"
-	local i
-	for i in $(seq 100); do
-		quakestat -openarenam "127.0.0.1:$master_port" -retry 1 -mi 0.2 2>/dev/null |
-			grep -q "127.0.0.1:$game_port" && break
+	# Listed once the master counts a Q3 server and has had an infoResponse
+	# from this run's heartbeat (a restored snapshot alone does not count).
+	# Asked over HTTP: a getservers from here would spend the per-IP budget
+	# (4 in a row, then 1 per 3 s) of the quakestat we print below.
+	local listed=0
+	for _ in $(seq 100); do
+		curl -fsS "http://127.0.0.1:$http_port/metrics" 2>/dev/null | awk '
+			$1 == "rally_master_q3_servers" && $2 >= 1 { s = 1 }
+			$1 == "rally_master_q3_packets_total{type=\"inforesponse\"}" && $2 >= 1 { r = 1 }
+			END { exit !(s && r) }' && { listed=1; break; }
+		kill -0 "${pids[2]}" 2>/dev/null || { cat "$demo/relay.log" >&2; die "rally-relay exited"; }
 		sleep 0.3
 	done
+	[ $listed -eq 1 ] || die "the master did not list the server within 30 s (see $demo/relay.log, $demo/oa.log, $demo/master.log)"
 
 	say "starting rally-lobby (host) on 127.0.0.1:$lobby_port, listed on the local master"
 	mkdir -p "$demo/lobby"
@@ -155,7 +273,7 @@ cmd_run() {
 		>"$demo/lobby.out" 2>"$demo/lobby.log" &
 	pids+=($!)
 	local code=""
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		code=$(sed -n 's/^CODE=//p' "$demo/lobby.out" 2>/dev/null | head -n 1)
 		[ -n "$code" ] && break
 		kill -0 "${pids[3]}" 2>/dev/null || {
