@@ -123,10 +123,15 @@ struct lobby_advert {
  */
 struct lobby_role {
 	const char *name;
+	/* Its state, allocated zeroed by lobby_role_start before start and
+	 * released by lobby_role_free after free (the role frees only what it
+	 * allocated itself). */
+	size_t state_size;
 	/* 'H' or 'J': how we bind a relay port (TRLB, netpunch-wire.md §6). */
 	uint8_t bind_as;
 	/* Starts the role: binds the lobby socket, observes, begins. code is
-	 * the host's decoded code for a joiner, NULL for a host. 0 or -errno. */
+	 * the host's decoded code for a joiner, NULL for a host. 0 or -errno;
+	 * free runs even after a failed start (what start set up, it undoes). */
 	int (*start)(struct lobby *l, const struct joincode *code);
 	void (*free)(struct lobby *l);
 
@@ -159,6 +164,11 @@ struct lobby_role {
 
 extern const struct lobby_role lobby_host_role;
 extern const struct lobby_role lobby_join_role;
+
+/* l->role's state and start (lobby_role.c); 0 or -errno. */
+int lobby_role_start(struct lobby *l, const struct joincode *code);
+/* Its free, then its state; a no-op without a role or before start. */
+void lobby_role_free(struct lobby *l);
 
 struct lobby {
 	struct lobby_cfg cfg;

@@ -771,26 +771,19 @@ static void host_free(struct lobby *l)
 {
 	struct lobby_host *h = host_of(l);
 
-	if (h == NULL)
-		return;
 	ev_timer_stop(l->loop, &h->heal);
 	ev_timer_stop(l->loop, &h->sweep);
 	htab_free(h->peers);
 	htab_free(h->rejects);
-	free(h);
-	l->role_data = NULL;
 }
 
 static int start(struct lobby *l, const struct joincode *code)
 {
-	struct lobby_host *h = calloc(1, sizeof(*h));
+	struct lobby_host *h = host_of(l);
 	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 29471;
 
 	(void)code;
-	if (h == NULL)
-		return -ENOMEM;
 	h->l = l;
-	l->role_data = h;
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->sweep);
 	h->peers = htab_new(LOBBY_CAP, sizeof(struct addr_key), sizeof(struct peer));
@@ -809,7 +802,8 @@ static int start(struct lobby *l, const struct joincode *code)
 
 const struct lobby_role lobby_host_role = {
 	.name = "host",
-	.bind_as = 'H',
+	.state_size = sizeof(struct lobby_host),
+	.bind_as = NP1_ROLE_HOST,
 	.start = start,
 	.free = host_free,
 	.on_ctl = on_ctl,

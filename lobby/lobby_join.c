@@ -521,26 +521,19 @@ static void join_free(struct lobby *l)
 {
 	struct lobby_join *j = join_of(l);
 
-	if (j == NULL)
-		return;
 	ev_timer_stop(l->loop, &j->hello);
 	ev_timer_stop(l->loop, &j->ping);
 	ev_timer_stop(l->loop, &j->keepalive);
 	ev_timer_stop(l->loop, &j->watch);
 	free(j->last_roster);
-	free(j);
-	l->role_data = NULL;
 }
 
 static int start(struct lobby *l, const struct joincode *code)
 {
-	struct lobby_join *j = calloc(1, sizeof(*j));
+	struct lobby_join *j = join_of(l);
 	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 0;
 
-	if (j == NULL)
-		return -ENOMEM;
 	j->l = l;
-	l->role_data = j;
 	j->code = *code;
 	ev_timer_init(&j->hello);
 	ev_timer_init(&j->ping);
@@ -565,7 +558,8 @@ static int start(struct lobby *l, const struct joincode *code)
 
 const struct lobby_role lobby_join_role = {
 	.name = "joiner",
-	.bind_as = 'J',
+	.state_size = sizeof(struct lobby_join),
+	.bind_as = NP1_ROLE_JOINER,
 	.start = start,
 	.free = join_free,
 	.on_ctl = on_ctl,

@@ -369,7 +369,7 @@ static void ready_line(struct daemon *d, struct lobby *l)
 /* The role's start, then the rendezvous: both roles alike. */
 static int start_role(struct daemon *d, struct lobby *l, const struct joincode *code)
 {
-	int r = l->role->start(l, code);
+	int r = lobby_role_start(l, code);
 
 	if (r == 0)
 		r = lobby_rv_new(l);
@@ -522,8 +522,7 @@ int main(int argc, char **argv)
 	lobby_observe_unmap(l, 3000);
 out:
 	lobby_rv_free(l->rv);
-	if (l->role != NULL)
-		l->role->free(l);
+	lobby_role_free(l);
 	lobby_observe_free(l->obs);
 	lobby_game_free(l->game);
 	lobby_net_free(l->net);

@@ -86,7 +86,7 @@ static void init(void)
 	atexit(cleanup);
 	setup(&host, LOBBY_MODE_HOST, "host");
 	host.cfg.local_port_set = true;
-	if (host.role->start(&host, NULL) < 0)
+	if (lobby_role_start(&host, NULL) < 0)
 		abort();
 	/* Let the observation finish (no STUN: at once) and the code be made. */
 	while (!host.role->advert(&host, &ad))
@@ -97,7 +97,7 @@ static void init(void)
 	addr_parse(&c.lan, "127.0.0.1:9", -1);
 	c.has_secret = true;
 	memset(c.secret, 7, sizeof(c.secret));
-	if (joiner.role->start(&joiner, &c) < 0)
+	if (lobby_role_start(&joiner, &c) < 0)
 		abort();
 }
 
