@@ -308,3 +308,17 @@ ssize_t addr_udp_recv(int fd, void *buf, size_t size, struct addr *from)
 	} while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
 }
+
+int addr_socket_buffers(int fd, int bytes)
+{
+	int got = 0;
+	socklen_t len = sizeof(got);
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) < 0)
+		return 0;
+	return got / 2;
+}

@@ -92,4 +92,12 @@ int addr_udp_connect(const struct addr *to, struct addr *local);
  */
 ssize_t addr_udp_recv(int fd, void *buf, size_t size, struct addr *from);
 
+/*
+ * Asks for bytes of receive and send buffer on a socket, past the sysctl
+ * caps when we may (SO_RCVBUFFORCE needs CAP_NET_ADMIN), else as far as
+ * they allow. Returns the receive buffer granted, in bytes of payload (the
+ * kernel reports twice what it grants, socket(7)).
+ */
+int addr_socket_buffers(int fd, int bytes);
+
 #endif

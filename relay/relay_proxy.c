@@ -561,18 +561,12 @@ static void on_public(struct ev_io *io, uint32_t events, void *arg)
  */
 static void grow_buffers(int fd)
 {
-	int size = 4 << 20, got = 0;
-	socklen_t len = sizeof(got);
+	int size = 4 << 20, got = addr_socket_buffers(fd, size);
 
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-	/* The kernel reports twice what it grants (socket(7)). */
-	if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 && got / 2 < (1 << 20))
+	if (got < (1 << 20))
 		log_warnx("socket-buffer-small rcvbuf=%d want=%d hint=\"raise net.core.rmem_max "
 			  "and wmem_max (tools/systemd/99-rally-relay.conf)\"",
-			  got / 2, size);
+			  got, size);
 }
 
 /*
