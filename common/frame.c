@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "htab.h"
+#include "num.h"
 #include "rd.h"
 
 /* ---- NP1 datagrams (§1) ---- */
@@ -539,4 +541,100 @@ size_t frag_reasm_pending(const struct frag_reasm *r)
 size_t frag_reasm_bytes(const struct frag_reasm *r)
 {
 	return r->bytes;
+}
+
+/* ---- the bulk TCP hello (§12) ---- */
+
+static bool token_ok(const char *t, size_t n)
+{
+	if (n != BULK_TOKEN_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+int bulk_hello_build(uint8_t *buf, size_t cap, enum bulk_role role, uint32_t sid, const char *token,
+		     const char *name)
+{
+	static const char magic[] = "TPF2BULK1 ";
+	const char *r = role == BULK_SEND ? "send" : "recv";
+	char num[16];
+	size_t nl = strlen(name), n = 0;
+	struct wr w = wr_init(buf, cap);
+	int k;
+
+	if (!token_ok(token, strlen(token)))
+		return -EINVAL;
+	if (nl > BULK_NAME_MAX)
+		nl = BULK_NAME_MAX;
+	k = snprintf(num, sizeof(num), "%u", (unsigned)sid);
+	wr_bytes(&w, magic, sizeof(magic) - 1);
+	wr_bytes(&w, r, 4);
+	wr_u8(&w, ' ');
+	wr_bytes(&w, num, (size_t)k);
+	wr_u8(&w, ' ');
+	wr_bytes(&w, token, BULK_TOKEN_LEN);
+	wr_u8(&w, ' ');
+	wr_bytes(&w, name, nl);
+	wr_u8(&w, '\n');
+	if (w.bad)
+		return -ENOSPC;
+	n = w.len;
+	return (int)n;
+}
+
+/* The next space-separated field of [*p, end): its start and length. */
+static bool field(const uint8_t **p, const uint8_t *end, const uint8_t **f, size_t *n)
+{
+	const uint8_t *q = *p;
+
+	while (q < end && *q != ' ')
+		q++;
+	if (q == end)
+		return false;
+	*f = *p;
+	*n = (size_t)(q - *p);
+	*p = q + 1;
+	return *n > 0;
+}
+
+int bulk_hello_parse(const uint8_t *buf, size_t len, struct bulk_hello *out)
+{
+	static const char magic[] = "TPF2BULK1 ";
+	const uint8_t *p, *end, *f;
+	size_t n;
+	int64_t sid;
+
+	memset(out, 0, sizeof(*out));
+	if (len > BULK_HELLO_MAX || len < sizeof(magic) || buf[len - 1] != '\n' ||
+	    memcmp(buf, magic, sizeof(magic) - 1) != 0 || memchr(buf, '\0', len) != NULL)
+		return -EBADMSG;
+	p = buf + sizeof(magic) - 1;
+	end = buf + len - 1; /* the newline */
+	if (memchr(p, '\n', (size_t)(end - p)) != NULL)
+		return -EBADMSG;
+	if (!field(&p, end, &f, &n))
+		return -EBADMSG;
+	if (n == 4 && memcmp(f, "recv", 4) == 0)
+		out->role = BULK_RECV;
+	else if (n == 4 && memcmp(f, "send", 4) == 0)
+		out->role = BULK_SEND;
+	else
+		return -EBADMSG;
+	if (!field(&p, end, &f, &n) || num_parse((const char *)f, n, 0, UINT32_MAX, 0, &sid) < 0)
+		return -EBADMSG;
+	out->sid = (uint32_t)sid;
+	if (!field(&p, end, &f, &n) || !token_ok((const char *)f, n))
+		return -EBADMSG;
+	memcpy(out->token, f, n);
+	/* The rest of the line is the name. */
+	n = (size_t)(end - p);
+	if (n == 0 || n > BULK_NAME_MAX)
+		return -EBADMSG;
+	memcpy(out->name, p, n);
+	out->name_len = n;
+	return 0;
 }

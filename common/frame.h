@@ -140,4 +140,39 @@ int mesh_env_build(uint8_t *buf, size_t cap, const char *to, const char *from, c
 int mesh_env_parse(const uint8_t *p, size_t len, char to[static 256], char from[static 256],
 		   const uint8_t **inner, size_t *inner_len);
 
+/*
+ * The bulk TCP side channel's hello (§12), one line:
+ * "TPF2BULK1 <role> <sid decimal> <token> <name>\n", role "recv" (I receive)
+ * or "send" (I push to your listener), token 32 lower-case hex digits, the
+ * name's UTF-8 cut to 64 bytes (as netpunch cuts it, perhaps mid-character;
+ * it is the last field and may hold spaces). The listener answers exactly
+ * "OK\n", then the blob flows.
+ */
+#define BULK_HELLO_MAX (256) /* bytes of a hello line we read at most */
+#define BULK_TOKEN_LEN (32)
+#define BULK_NAME_MAX  (64)
+#define BULK_OK        "OK\n"
+
+enum bulk_role { BULK_RECV, BULK_SEND };
+
+struct bulk_hello {
+	enum bulk_role role;
+	uint32_t sid;
+	char token[BULK_TOKEN_LEN + 1];
+	char name[BULK_NAME_MAX + 1]; /* bytes as received, NUL-terminated */
+	size_t name_len;
+};
+
+/* Writes the hello; the name is cut to 64 bytes. Returns the length, or
+ * -EINVAL for a token that is not 32 lower-case hex digits, -ENOSPC. */
+int bulk_hello_build(uint8_t *buf, size_t cap, enum bulk_role role, uint32_t sid, const char *token,
+		     const char *name);
+/*
+ * Parses one whole line (with its '\n'; at most BULK_HELLO_MAX bytes).
+ * Returns 0, or -EBADMSG: no "TPF2BULK1 ", a role other than recv/send, a
+ * sid that is not a u32 in decimal, a bad token, an empty or over-long
+ * name, a NUL, or no newline at the end.
+ */
+int bulk_hello_parse(const uint8_t *buf, size_t len, struct bulk_hello *out);
+
 #endif

@@ -649,6 +649,57 @@ static void test_budget(void)
 	frag_reasm_free(r);
 }
 
+/* The bulk hello of frames.json, captured from netpunch's bulk_connect. */
+static void test_bulk_hello(struct json_object *root)
+{
+	struct json_object *v = vec_get(root, "bulk_hello");
+	uint8_t buf[BULK_HELLO_MAX + 64];
+	struct bulk_hello h;
+	size_t n;
+	uint8_t *want = vec_hex(vec_str(v, "bytes_hex"), &n);
+	char long_name[200];
+	int r;
+
+	r = bulk_hello_build(buf, sizeof(buf), BULK_RECV, (uint32_t)vec_int(v, "sid"),
+			     vec_str(v, "token"), vec_str(v, "name"));
+	CHECK(want != NULL && r == (int)n && memcmp(buf, want, n) == 0);
+	CHECK_EQ_INT(bulk_hello_parse(want, n, &h), 0);
+	CHECK(h.role == BULK_RECV && h.sid == 1705000123u);
+	CHECK_EQ_STR(h.token, "00112233445566778899aabbccddeeff");
+	CHECK_EQ_STR(h.name, vec_str(v, "name")); /* spaces and all */
+	CHECK(memcmp(vec_str(v, "reply_hex"), "4f4b0a", 6) == 0 && strcmp(BULK_OK, "OK\n") == 0);
+	free(want);
+	/* The name is cut to 64 bytes, as netpunch cuts it. */
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	r = bulk_hello_build(buf, sizeof(buf), BULK_SEND, 4294967295u,
+			     "00112233445566778899aabbccddeeff", long_name);
+	CHECK_EQ_INT(r, 10 + 5 + 11 + 33 + 64 + 1);
+	CHECK_EQ_INT(bulk_hello_parse(buf, (size_t)r, &h), 0);
+	CHECK(h.role == BULK_SEND && h.sid == 4294967295u && h.name_len == 64);
+	CHECK_EQ_INT(bulk_hello_build(buf, sizeof(buf), BULK_RECV, 1, "0011", "a"), -EINVAL);
+	CHECK_EQ_INT(
+		bulk_hello_build(buf, 20, BULK_RECV, 1, "00112233445566778899aabbccddeeff", "a"),
+		-ENOSPC);
+#define BAD(s) CHECK_EQ_INT(bulk_hello_parse((const uint8_t *)(s), strlen(s), &h), -EBADMSG)
+	BAD("TPF2BULK1 recv 1 00112233445566778899aabbccddeeff bob"); /* no newline */
+	BAD("TPF2BULK2 recv 1 00112233445566778899aabbccddeeff bob\n");
+	BAD("TPF2BULK1 take 1 00112233445566778899aabbccddeeff bob\n");
+	BAD("TPF2BULK1 recv -1 00112233445566778899aabbccddeeff bob\n");
+	BAD("TPF2BULK1 recv 4294967296 00112233445566778899aabbccddeeff bob\n");
+	BAD("TPF2BULK1 recv 1 00112233445566778899AABBCCDDEEFF bob\n"); /* upper case */
+	BAD("TPF2BULK1 recv 1 0011223344556677889 bob\n");
+	BAD("TPF2BULK1 recv 1 00112233445566778899aabbccddeeff \n"); /* empty name */
+	BAD("TPF2BULK1 recv 1 00112233445566778899aabbccddeeff\n");
+	BAD("TPF2BULK1 recv  1 00112233445566778899aabbccddeeff bob\n");
+	BAD("TPF2BULK1 recv 1 00112233445566778899aabbccddeeff b\nb\n");
+#undef BAD
+	memset(buf, 'x', sizeof(buf));
+	memcpy(buf, "TPF2BULK1 recv 1 00112233445566778899aabbccddeeff ", 50);
+	buf[BULK_HELLO_MAX] = '\n';
+	CHECK_EQ_INT(bulk_hello_parse(buf, BULK_HELLO_MAX + 1, &h), -EBADMSG); /* over 256 */
+}
+
 int main(void)
 {
 	struct json_object *root = vec_load("frames.json");
@@ -663,6 +714,7 @@ int main(void)
 		test_mesh_and_game(root);
 		test_dual_tcp_seal(root);
 		test_fragment_vectors(root);
+		test_bulk_hello(root);
 		json_object_put(root);
 	}
 	test_reassembly();
