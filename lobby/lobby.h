@@ -88,6 +88,7 @@ struct lobby_cfg {
 	bool no_mesh;
 	bool companies;       /* start in companies mode */
 	unsigned max_players; /* LOBBY_CAP; tests lower it */
+	uint64_t max_save;    /* bytes a joiner takes at most (--max-save) */
 	struct lobby_stun_server stun[LOBBY_MAX_STUN];
 	size_t nstun;
 	bool stun_off;
@@ -144,6 +145,9 @@ struct lobby_role {
 	/* A JSON message (decoded; any t). */
 	void (*on_msg)(struct lobby *l, const struct addr *from, const struct lobby_msg *m,
 		       bool sealed);
+	/* A save chunk ("NPF1" | sid | seq | bytes), plain in any session. */
+	void (*on_chunk)(struct lobby *l, const struct addr *from, const uint8_t *p, size_t len,
+			 bool sealed);
 	/* A game frame (the bridge's datagram, at most NP1_GAME_MAX). */
 	void (*on_game)(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
 			bool sealed);
@@ -194,6 +198,8 @@ struct lobby {
 
 /* ---- lobby_net.c ---- */
 
+#define LOBBY_NET_BUF_BYTES (16 * 1024 * 1024)
+
 /* Binds the lobby socket (0.0.0.0:port, port 0 = ephemeral); datagrams go
  * to l->role (STUN answers only, when there is none). */
 int lobby_net_new(struct lobby *l, uint16_t port);
@@ -224,6 +230,13 @@ int lobby_net_frame_send(struct lobby *l, const struct addr *to, size_t dlen);
  * For tests and the fuzzer: the path an opened datagram takes. */
 void lobby_net_inject(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
 		      bool sealed);
+/* Reads <io dir>/tpf2mp_netsim.txt once and, when it asks for loss or
+ * delay, impairs everything the lobby socket sends from now on (netsim:
+ * a host from its start, a joiner once connected, as netpunch does). */
+void lobby_net_netsim_start(struct lobby *l);
+/* {"cmd": "netsim"} (ours, for tests and benchmarks): the file again, now;
+ * no file or all zero switches it off. */
+void lobby_net_netsim_reload(struct lobby *l);
 /* Hands STUN responses to whoever waits for them. */
 void lobby_net_set_stun_cb(struct lobby_net *n, void (*cb)(struct lobby *l, const struct addr *from,
 							   const uint8_t *buf, size_t len));

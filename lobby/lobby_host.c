@@ -16,13 +16,17 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "frame.h"
 #include "htab.h"
 #include "lobby.h"
+#include "lobby_xfer.h"
 #include "log.h"
+#include "num.h"
 #include "seal.h"
 #include "strbuf.h"
 
@@ -42,6 +46,7 @@ struct peer {
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
 	bool started;
+	bool mark; /* the start being sent goes to it */
 };
 
 struct remembered {
@@ -64,7 +69,13 @@ struct lobby_host {
 	bool companies_mode;
 	struct remembered remembered[REMEMBER_MAX];
 	unsigned long long remember_seq;
-	struct ev_timer heal, sweep;
+	struct ev_timer heal, sweep, serve, reap;
+	/* The save transfer: the round running, the one asked for meanwhile,
+	 * the last save shared (late players get it). */
+	struct lobby_xsend *xfer;
+	bool xfer_over;
+	char pending_save[PATH_MAX];
+	char last_shared[PATH_MAX];
 	bool ready;
 	uint64_t joins, rejects_sent;
 	/* The roster's lists, rebuilt for every roster (the codec borrows). */
@@ -312,20 +323,28 @@ static void roster_changed(struct lobby_host *h)
 	roster_local(h);
 }
 
-/* A message several times to every peer (chat and start: receivers
- * de-duplicate), encoded once. */
-static void burst(struct lobby_host *h, const struct lobby_msg *m)
+/* A message several times to every peer, or to the marked ones (chat and
+ * start: receivers de-duplicate), encoded once. */
+static void burst_to(struct lobby_host *h, const struct lobby_msg *m, bool marked_only)
 {
 	struct strbuf b;
 
 	strbuf_init(&b, LOBBY_MSG_MAX);
 	if (lobby_msg_encode(m, &b) == 0) {
 		for (int k = 0; k < LOBBY_CHAT_BURST; k++) {
-			for (struct peer *p = first(h); p != NULL; p = next(h, p))
-				lobby_net_send_app(h->l, &p->addr, (const uint8_t *)b.p, b.len);
+			for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+				if (!marked_only || p->mark)
+					lobby_net_send_app(h->l, &p->addr, (const uint8_t *)b.p,
+							   b.len);
+			}
 		}
 	}
 	strbuf_release(&b);
+}
+
+static void burst(struct lobby_host *h, const struct lobby_msg *m)
+{
+	burst_to(h, m, false);
 }
 
 static void send_chat(struct lobby_host *h, const char *from, const char *text)
@@ -418,6 +437,15 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	send_welcome(h, p);
 	roster_changed(h);
 	lobby_rv_peer_seen(l, from);
+	if (created && h->started) {
+		struct lobby_msg st;
+
+		/* A late player: the host's game is already running. */
+		lobby_msg_init(&st, LOBBY_MSG_STATUS);
+		st.status.state = "connected";
+		st.status.detail = "game already started -- ask the host to press START GAME again";
+		lobby_net_send_msg(l, &p->addr, &st);
+	}
 }
 
 static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
@@ -426,6 +454,8 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 
 	log_info("peer-gone peer=%s name=\"%s\" reason=%s", addr_str(&p->addr, a, sizeof(a)),
 		 p->name, why);
+	if (h->xfer != NULL)
+		lobby_xsend_peer_gone(h->xfer, &p->addr);
 	htab_remove(h->peers, p);
 	roster_changed(h);
 }
@@ -461,6 +491,12 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		lobby_msg_clean(m->stage != NULL ? m->stage : "", STAGE_CHARS, p->stage,
 				sizeof(p->stage));
 		roster_changed(h);
+		return;
+	case LOBBY_MSG_FBEGIN_ACK:
+	case LOBBY_MSG_FACK:
+	case LOBBY_MSG_FDONE:
+		if (h->xfer != NULL)
+			lobby_xsend_on_msg(h->xfer, from, m);
 		return;
 	case LOBBY_MSG_COMPANY:
 		/* A joiner may set its own company only. */
@@ -586,7 +622,9 @@ static void on_sweep(struct ev_timer *t, void *arg)
 	while (p != NULL) {
 		struct peer *next = htab_newer(h->peers, p);
 
-		if (now - p->last_ms > LOBBY_DROP_AFTER_MS)
+		/* A peer being sent the save is the transfer's to judge. */
+		if (now - p->last_ms > LOBBY_DROP_AFTER_MS &&
+		    !lobby_xsend_active(h->xfer, &p->addr))
 			drop_peer(h, p, "silent");
 		p = next;
 	}
@@ -595,22 +633,204 @@ static void on_sweep(struct ev_timer *t, void *arg)
 
 /* ---- the game side ---- */
 
-static void start_game(struct lobby_host *h)
+/* start to every peer (save false) or to the marked ones (save true: those
+ * that verified the save), three times; they are started from now on. */
+static void start_game(struct lobby_host *h, bool save)
 {
 	struct lobby *l = h->l;
 	struct lobby_msg m;
-	struct lobby_event e = {.type = LOBBY_EV_START, .start = {false, false}};
+	struct lobby_event e = {.type = LOBBY_EV_START, .start = {save, false}};
+	size_t n = 0;
 
 	h->started = true;
-	h->start_save = false;
+	h->start_save = save;
 	lobby_msg_init(&m, LOBBY_MSG_START);
-	m.start.save = false;
-	burst(h, &m);
-	for (struct peer *p = first(h); p != NULL; p = next(h, p))
-		p->started = true;
+	m.start.save = save;
+	burst_to(h, &m, save);
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		if (!save || p->mark) {
+			p->started = true;
+			n++;
+		}
+		p->mark = false;
+	}
 	lobby_ipc_emit(l, &e);
 	lobby_ipc_state(l, "started", json_object_new_boolean(true));
-	log_info("start save=false players=%zu", htab_count(h->peers) + 1);
+	log_info("start save=%s peers=%zu players=%zu", save ? "true" : "false", n,
+		 htab_count(h->peers) + 1);
+	roster_changed(h);
+}
+
+/* ---- the save transfer ---- */
+
+static void begin_save_transfer(struct lobby_host *h, const char *path);
+
+/* The round is over: freed from the loop, not from inside its callback. */
+static void on_reap(struct ev_timer *t, void *arg)
+{
+	struct lobby_host *h = arg;
+	char pending[PATH_MAX];
+
+	(void)t;
+	if (!h->xfer_over)
+		return;
+	lobby_xsend_free(h->xfer);
+	h->xfer = NULL;
+	h->xfer_over = false;
+	if (h->pending_save[0] != '\0') {
+		snprintf(pending, sizeof(pending), "%s", h->pending_save);
+		h->pending_save[0] = '\0';
+		begin_save_transfer(h, pending);
+	}
+}
+
+static void round_over(struct lobby_host *h)
+{
+	h->xfer_over = true;
+	ev_timer_start(h->l->loop, &h->reap, 0, on_reap, h);
+}
+
+static void xfer_aborted(struct lobby *l, const char *detail)
+{
+	lobby_ipc_status(l, "failed", detail);
+	round_over(host_of(l));
+}
+
+/* N of "receiving save N%", or -1. */
+static int stage_pct(const char *s)
+{
+	static const char pre[] = "receiving save ";
+	uint64_t v;
+	size_t n = strlen(s);
+	int d;
+
+	if (n < sizeof(pre) || strncmp(s, pre, sizeof(pre) - 1) != 0 || s[n - 1] != '%')
+		return -1;
+	d = num_prefix_u64(s + sizeof(pre) - 1, n - sizeof(pre), 100, &v);
+	return d > 0 && (size_t)d == n - sizeof(pre) ? (int)v : -1;
+}
+
+/* A target's progress as its roster stage, unless its own says more. */
+static void xfer_stage(struct lobby *l, const struct addr *peer, const char *text)
+{
+	struct lobby_host *h = host_of(l);
+	struct peer *p = peer_get(h, peer);
+	int theirs;
+
+	if (p == NULL || strcmp(p->stage, text) == 0)
+		return;
+	if (strncmp(p->stage, "loading world", 13) == 0)
+		return;
+	theirs = stage_pct(p->stage);
+	if (theirs >= 0 && theirs >= stage_pct(text))
+		return;
+	snprintf(p->stage, sizeof(p->stage), "%s", text);
+	roster_changed(h);
+}
+
+/*
+ * Every target done, failed or dropped (lobby.py's resolution): any
+ * failure and nobody starts; nobody done and there was nobody to share
+ * with; else start save:true to those that verified.
+ */
+static void xfer_resolved(struct lobby *l)
+{
+	struct lobby_host *h = host_of(l);
+	struct lobby_xsend *x = h->xfer;
+	char detail[1024], *o = detail;
+	size_t failed = 0, done = 0;
+
+	o += snprintf(detail, sizeof(detail), "save transfer failed for ");
+	for (size_t i = 0; i < lobby_xsend_targets(x); i++) {
+		enum lobby_xsend_state st = lobby_xsend_target_state(x, i);
+		struct peer *p = peer_get(h, lobby_xsend_target_addr(x, i));
+
+		if (st == LOBBY_XSEND_FAILED) {
+			if (o < detail + sizeof(detail) - 1)
+				o += snprintf(o, (size_t)(detail + sizeof(detail) - o), "%s%s",
+					      failed > 0 ? ", " : "",
+					      lobby_xsend_target_name(x, i));
+			failed++;
+		} else if (st == LOBBY_XSEND_DONE && p != NULL) {
+			p->mark = true;
+			snprintf(p->stage, sizeof(p->stage), "save received, loading");
+			done++;
+		}
+	}
+	if (failed > 0) {
+		if (o < detail + sizeof(detail) - 1)
+			snprintf(o, (size_t)(detail + sizeof(detail) - o),
+				 " -- press START GAME to retry");
+		for (struct peer *p = first(h); p != NULL; p = next(h, p))
+			p->mark = false;
+		lobby_ipc_status(l, "failed", detail);
+	} else if (done == 0) {
+		lobby_ipc_status(l, "connected",
+				 "no players to share with -- wait for a player to join, then "
+				 "press START GAME");
+	} else {
+		log_info("xfer-resolved starting=%zu", done);
+		start_game(h, true);
+	}
+	round_over(h);
+}
+
+static const struct lobby_xsend_ops xsend_ops = {xfer_aborted, xfer_stage, xfer_resolved};
+
+/* lobby.py begin_save_transfer: to every peer not already started in a
+ * started session. */
+static void begin_save_transfer(struct lobby_host *h, const char *path)
+{
+	struct lobby *l = h->l;
+	struct lobby_xsend_target t[LOBBY_CAP];
+	char err[PATH_MAX + 64], detail[PATH_MAX + 96];
+	size_t n = 0;
+
+	snprintf(h->last_shared, sizeof(h->last_shared), "%s", path);
+	if (h->xfer != NULL) {
+		log_info("xfer-start-ignored reason=\"a transfer is already running\"");
+		return;
+	}
+	if (htab_count(h->peers) == 0) {
+		lobby_ipc_status(l, "connected",
+				 "no players to share with -- wait for a player to join, then "
+				 "press START GAME");
+		return;
+	}
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		if (h->started && p->started)
+			continue;
+		t[n].addr = p->addr;
+		t[n++].name = p->name;
+	}
+	if (n == 0) {
+		log_info("xfer-nothing-to-push reason=\"everyone already has this save\"");
+		return;
+	}
+	h->xfer = lobby_xsend_start(l, path, t, n, &xsend_ops, err, sizeof(err));
+	if (h->xfer == NULL) {
+		snprintf(detail, sizeof(detail), "save transfer failed: %s", err);
+		lobby_ipc_status(l, "failed", detail);
+	}
+}
+
+/* After the start, players who have not got the save (they joined late,
+ * or their round failed) get the last one again, every second. */
+static void on_serve(struct ev_timer *t, void *arg)
+{
+	struct lobby_host *h = arg;
+	struct stat st;
+	size_t waiting = 0;
+
+	ev_timer_start(h->l->loop, t, 1000, on_serve, h);
+	if (!h->started || h->xfer != NULL || h->last_shared[0] == '\0')
+		return;
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
+		waiting += !p->started;
+	if (waiting == 0 || stat(h->last_shared, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	log_info("xfer-serve-again waiting=%zu", waiting);
+	begin_save_transfer(h, h->last_shared);
 }
 
 static void quit(struct lobby *l)
@@ -675,14 +895,20 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		lobby_rv_publish(l, c->on);
 		return;
 	case LOBBY_CMD_START:
-		if (c->start.save != NULL) {
-			/* XXX: the save transfer is the next capability. */
-			lobby_ipc_status(l, "failed",
-					 "starting with a save needs the save transfer, which this "
-					 "lobby does not have yet");
+		if (h->xfer != NULL) {
+			/* A save start waits for the round to end (a later one
+			 * replaces it); one without a save is dropped. */
+			if (c->start.save != NULL)
+				snprintf(h->pending_save, sizeof(h->pending_save), "%s",
+					 c->start.save);
+			log_info("xfer-start-%s reason=\"a save transfer is in progress\"",
+				 c->start.save != NULL ? "queued" : "ignored");
 			return;
 		}
-		start_game(h);
+		if (c->start.save != NULL)
+			begin_save_transfer(h, c->start.save);
+		else
+			start_game(h, false);
 		return;
 	default:
 		log_debug("ipc-command-ignored cmd=%s", c->cmd);
@@ -748,11 +974,15 @@ static void observed(struct lobby *l, void *arg)
 	lobby_ipc_status(l, "waiting", detail);
 	log_info("code code=%s locked=%d", h->code, l->cfg.has_password);
 
+	/* netsim impairs what the host sends from here on, as netpunch's
+	 * run_host wraps its socket. */
+	lobby_net_netsim_start(l);
 	lobby_rv_host_start(l);
 	if (l->cfg.public_)
 		lobby_rv_publish(l, true);
 	ev_timer_start(l->loop, &h->heal, LOBBY_ROSTER_HEAL_MS, on_heal, h);
 	ev_timer_start(l->loop, &h->sweep, 1000, on_sweep, h);
+	ev_timer_start(l->loop, &h->serve, 1000, on_serve, h);
 }
 
 static bool advert(const struct lobby *l, struct lobby_advert *out)
@@ -773,6 +1003,9 @@ static void host_free(struct lobby *l)
 
 	ev_timer_stop(l->loop, &h->heal);
 	ev_timer_stop(l->loop, &h->sweep);
+	ev_timer_stop(l->loop, &h->serve);
+	ev_timer_stop(l->loop, &h->reap);
+	lobby_xsend_free(h->xfer);
 	htab_free(h->peers);
 	htab_free(h->rejects);
 }
@@ -786,6 +1019,8 @@ static int start(struct lobby *l, const struct joincode *code)
 	h->l = l;
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->sweep);
+	ev_timer_init(&h->serve);
+	ev_timer_init(&h->reap);
 	h->peers = htab_new(LOBBY_CAP, sizeof(struct addr_key), sizeof(struct peer));
 	h->rejects = htab_new(REJECT_TRACK, sizeof(struct addr_key), sizeof(long long));
 	if (h->peers == NULL || h->rejects == NULL)

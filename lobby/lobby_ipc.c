@@ -113,7 +113,9 @@ static void command(struct lobby_ipc *i, const char *line, size_t len)
 		return;
 	}
 	log_debug("ipc-command cmd=%s", c.cmd);
-	if (l->role != NULL && l->role->command != NULL)
+	if (c.type == LOBBY_CMD_NETSIM)
+		lobby_net_netsim_reload(l);
+	else if (l->role != NULL && l->role->command != NULL)
 		l->role->command(l, &c);
 	lobby_cmd_release(&c);
 }

@@ -17,7 +17,7 @@ static const char *const cmd_names[LOBBY_CMD_NTYPES] = {
 	[LOBBY_CMD_UNKNOWN] = "",  [LOBBY_CMD_QUIT] = "quit",       [LOBBY_CMD_CHAT] = "chat",
 	[LOBBY_CMD_NAME] = "name", [LOBBY_CMD_STAGE] = "stage",     [LOBBY_CMD_COMPANY] = "company",
 	[LOBBY_CMD_MODE] = "mode", [LOBBY_CMD_PUBLISH] = "publish", [LOBBY_CMD_START] = "start",
-	[LOBBY_CMD_NOTE] = "note",
+	[LOBBY_CMD_NOTE] = "note", [LOBBY_CMD_NETSIM] = "netsim",
 };
 
 static long long int_or_0(struct json_object *o, const char *key)
@@ -83,6 +83,7 @@ int lobby_cmd_decode(const char *line, size_t len, struct lobby_cmd *c, char *er
 		break;
 	case LOBBY_CMD_UNKNOWN:
 	case LOBBY_CMD_QUIT:
+	case LOBBY_CMD_NETSIM:
 	case LOBBY_CMD_NTYPES:
 		break;
 	}
@@ -198,6 +199,27 @@ int lobby_event_encode(const struct lobby_event *e, struct strbuf *out)
 		key_bool(&j, "save", e->start.save);
 		if (e->start.has_switch)
 			key_bool(&j, "switch", true);
+		break;
+	case LOBBY_EV_TRANSFER:
+		key_str(&j, "type", "transfer");
+		key_str(&j, "role", e->transfer.send ? "send" : "recv");
+		if (e->transfer.send)
+			key_str(&j, "peer", e->transfer.peer);
+		if (e->transfer.pct >= 0) {
+			pyjson_key(&j, "pct");
+			pyjson_int(&j, e->transfer.pct);
+		} else {
+			key_str(&j, "state", e->transfer.state);
+			if (e->transfer.detail != NULL)
+				key_str(&j, "detail", e->transfer.detail);
+		}
+		break;
+	case LOBBY_EV_SAVE_READY:
+		key_str(&j, "type", "save_ready");
+		key_str(&j, "name", e->save_ready.name);
+		key_str(&j, "dir", e->save_ready.dir);
+		pyjson_key(&j, "files");
+		lobby_msg_put_names(&j, &e->save_ready.files);
 		break;
 	}
 	pyjson_obj_end(&j);

@@ -29,6 +29,7 @@ enum lobby_cmd_type {
 	LOBBY_CMD_PUBLISH,
 	LOBBY_CMD_START,
 	LOBBY_CMD_NOTE,
+	LOBBY_CMD_NETSIM, /* ours: read tpf2mp_netsim.txt again (tests, benchmarks) */
 	LOBBY_CMD_NTYPES
 };
 
@@ -69,6 +70,8 @@ enum lobby_event_type {
 	LOBBY_EV_ROSTER_JOIN, /* the joiner's: other fields, another order */
 	LOBBY_EV_CHAT,
 	LOBBY_EV_START,
+	LOBBY_EV_TRANSFER,   /* a save transfer's progress or state */
+	LOBBY_EV_SAVE_READY, /* the joiner's save is verified and written */
 };
 
 struct lobby_event_roster {
@@ -105,6 +108,18 @@ struct lobby_event {
 			bool save;
 			bool has_switch;
 		} start;
+		/* {"type": "transfer", "role": "send"|"recv", ["peer": name,]
+		 * then "pct": n, or "state": s[, "detail": d]}. */
+		struct {
+			bool send;        /* role send (host) or recv (joiner) */
+			const char *peer; /* send only */
+			int pct;          /* -1: a state event */
+			const char *state, *detail;
+		} transfer;
+		struct {
+			const char *name, *dir;
+			struct lobby_msg_names files;
+		} save_ready;
 	};
 };
 

@@ -21,6 +21,8 @@
 
 #include "frame.h"
 #include "lobby.h"
+#include "lobby_save.h"
+#include "lobby_xfer.h"
 #include "log.h"
 #include "seal.h"
 #include "strbuf.h"
@@ -45,6 +47,7 @@ struct lobby_join {
 	long long seen_cid[SEEN_CIDS];
 	unsigned nseen;
 	char *last_roster; /* the last roster event, to emit changes only */
+	struct lobby_xrecv *xrecv;
 	uint64_t hellos, frames_to_host;
 };
 
@@ -158,6 +161,9 @@ static void connected(struct lobby_join *j, const struct addr *from)
 	lobby_rv_knock_stop(l);
 	log_info("connected host=%s after_ms=%lld hellos=%llu", addr_str(from, a, sizeof(a)),
 		 j->connected_ms - j->start_ms, (unsigned long long)j->hellos);
+	/* netsim impairs what we send once connected, as netpunch's joiner
+	 * wraps its socket after the punch. */
+	lobby_net_netsim_start(l);
 	lobby_ipc_status(l, "connecting", "checking multiplayer version...");
 	send_join(j, true);
 	send_simple(j, LOBBY_MSG_PING);
@@ -268,6 +274,28 @@ static bool cid_seen(struct lobby_join *j, long long cid)
 	return false;
 }
 
+/*
+ * lobby.py apply_start: save:true needs this round's save verified here;
+ * nothing applies while the round failed. Not applied is not latched, so a
+ * later start (or the roster's heal) still works. Three copies come: the
+ * first counts.
+ */
+static void apply_start(struct lobby_join *j, bool save)
+{
+	struct lobby *l = j->l;
+	struct lobby_event e = {.type = LOBBY_EV_START, .start = {save, false}};
+
+	if (j->started || lobby_xrecv_failed(j->xrecv))
+		return;
+	if (save && !lobby_xrecv_complete(j->xrecv)) {
+		log_info("start-ignored save=true reason=\"no verified save this session\"");
+		return;
+	}
+	j->started = true;
+	lobby_ipc_emit(l, &e);
+	lobby_ipc_state(l, "started", json_object_new_boolean(true));
+}
+
 /* welcome and roster: the version check (false: failed), who we are. */
 static bool on_welcome(struct lobby_join *j, const char *version, const char *you, const char *host,
 		       const char *tl)
@@ -309,8 +337,12 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 	case LOBBY_MSG_ROSTER:
 		/* A roster carries no "you": the welcome's stays. */
 		if (on_welcome(j, m->roster.version, NULL, m->roster.host,
-			       m->roster.transport_lobby))
+			       m->roster.transport_lobby)) {
 			roster_event(j, &m->roster);
+			/* The roster heals a lost start burst. */
+			if (m->roster.started)
+				apply_start(j, m->roster.start_save);
+		}
 		return;
 	case LOBBY_MSG_REJECT:
 		fail(l, m->reject != NULL ? m->reject : "rejected", 1);
@@ -328,16 +360,10 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		lobby_ipc_emit(l, &e);
 		return;
 	case LOBBY_MSG_START:
-		/* save:true needs a save this session received: not yet. */
-		if (m->start.save)
-			return;
-		/* Three copies come: apply the first. */
-		if (!j->started) {
-			e = (struct lobby_event){.type = LOBBY_EV_START, .start = {false, false}};
-			j->started = true;
-			lobby_ipc_emit(l, &e);
-			lobby_ipc_state(l, "started", json_object_new_boolean(true));
-		}
+		apply_start(j, m->start.save);
+		return;
+	case LOBBY_MSG_FBEGIN:
+		lobby_xrecv_on_begin(j->xrecv, &m->fbegin);
 		return;
 	case LOBBY_MSG_STATUS:
 		if (m->status.state != NULL)
@@ -399,6 +425,17 @@ static bool on_payload(struct lobby *l, const struct addr *from, bool sealed)
 		connected(j, from);
 	}
 	return true;
+}
+
+static void on_chunk(struct lobby *l, const struct addr *from, const uint8_t *p, size_t len,
+		     bool sealed)
+{
+	struct lobby_join *j = join_of(l);
+
+	(void)from;
+	(void)sealed;
+	if (j->connected)
+		lobby_xrecv_on_chunk(j->xrecv, p, len);
 }
 
 static void on_game(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
@@ -526,11 +563,23 @@ static void join_free(struct lobby *l)
 	ev_timer_stop(l->loop, &j->keepalive);
 	ev_timer_stop(l->loop, &j->watch);
 	free(j->last_roster);
+	lobby_xrecv_free(j->xrecv);
 }
+
+static void xrecv_send(struct lobby *l, const struct lobby_msg *m)
+{
+	struct lobby_join *j = join_of(l);
+
+	if (j->connected)
+		lobby_net_send_msg(l, &j->host, m);
+}
+
+static const struct lobby_xrecv_ops xrecv_ops = {xrecv_send};
 
 static int start(struct lobby *l, const struct joincode *code)
 {
 	struct lobby_join *j = join_of(l);
+	int n;
 	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 0;
 
 	j->l = l;
@@ -551,6 +600,13 @@ static int start(struct lobby *l, const struct joincode *code)
 		if (l->sealer == NULL)
 			return -ENOMEM;
 	}
+	/* A previous session's save is not this one's. */
+	n = lobby_save_remove_stale(l->cfg.io_dir[0] != '\0' ? l->cfg.io_dir : ".");
+	if (n > 0)
+		log_info("xfer-stale-removed files=%d", n);
+	j->xrecv = lobby_xrecv_new(l, &xrecv_ops, l->cfg.max_save);
+	if (j->xrecv == NULL)
+		return -ENOMEM;
 	j->start_ms = ev_now(l->loop);
 	ev_timer_start(l->loop, &j->watch, 250, on_watch, j);
 	return lobby_observe_open(l, port, false, "connecting", observed, j);
@@ -565,6 +621,7 @@ const struct lobby_role lobby_join_role = {
 	.on_ctl = on_ctl,
 	.on_payload = on_payload,
 	.on_msg = on_msg,
+	.on_chunk = on_chunk,
 	.on_game = on_game,
 	.command = command,
 	.game_frame = game_frame,

@@ -5,7 +5,10 @@
  * reach us on.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -14,6 +17,7 @@
 
 #include "frame.h"
 #include "lobby.h"
+#include "lobby_netsim.h"
 #include "log.h"
 #include "seal.h"
 #include "strbuf.h"
@@ -27,6 +31,7 @@ struct lobby_net {
 	int fd;
 	struct ev_io *io;
 	uint16_t port;
+	struct lobby_netsim *netsim;
 	void (*stun_cb)(struct lobby *l, const struct addr *from, const uint8_t *buf, size_t len);
 	struct frag_reasm *reasm;
 	uint32_t frag_id;
@@ -42,10 +47,50 @@ struct lobby_net {
 
 int lobby_net_send_raw(struct lobby_net *n, const struct addr *to, const void *buf, size_t len)
 {
+	n->st.tx++;
+	if (n->netsim != NULL)
+		return lobby_netsim_send(n->netsim, to, buf, len);
 	if (sendto(n->fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
 		return -errno;
-	n->st.tx++;
 	return 0;
+}
+
+void lobby_net_netsim_reload(struct lobby *l)
+{
+	if (l->net == NULL)
+		return;
+	lobby_netsim_free(l->net->netsim);
+	l->net->netsim = NULL;
+	lobby_net_netsim_start(l);
+	if (l->net->netsim == NULL)
+		log_info("netsim off");
+}
+
+void lobby_net_netsim_start(struct lobby *l)
+{
+	struct lobby_net *n = l->net;
+	const char *dir = l->cfg.io_dir[0] != '\0' ? l->cfg.io_dir : ".";
+	struct lobby_netsim_cfg cfg;
+	char path[PATH_MAX + 32], text[4096];
+	ssize_t got;
+	int fd;
+
+	if (n == NULL || n->netsim != NULL ||
+	    snprintf(path, sizeof(path), "%s/%s", dir, LOBBY_NETSIM_FILE) >= (int)sizeof(path))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	got = read(fd, text, sizeof(text));
+	close(fd);
+	if (got <= 0 || lobby_netsim_parse(text, (size_t)got, &cfg) < 0 ||
+	    !lobby_netsim_enabled(&cfg))
+		return;
+	n->netsim = lobby_netsim_new(l->loop, &cfg, n->fd);
+	if (n->netsim == NULL)
+		return;
+	log_info("netsim loss=%.3f delay_ms=%.0f jitter_ms=%.0f", cfg.loss, cfg.delay_s * 1000.0,
+		 cfg.jitter_s * 1000.0);
 }
 
 int lobby_net_send_ctl(struct lobby_net *n, const struct addr *to, uint8_t type,
@@ -195,9 +240,13 @@ static void dispatch(struct lobby_net *n, const struct addr *from, const uint8_t
 		if (role->on_game != NULL)
 			role->on_game(l, from, p + 1, len - 1, sealed);
 		return;
+	case 'N':
+		if (role->on_chunk != NULL)
+			role->on_chunk(l, from, p, len, sealed);
+		return;
 	default:
-		/* N (save chunks) and r (mesh envelopes) come with the save
-		 * transfer and mesh; anything else is not netpunch's. */
+		/* r (mesh envelopes) comes with mesh; anything else is not
+		 * netpunch's. */
 		return;
 	}
 }
@@ -368,6 +417,9 @@ int lobby_net_new(struct lobby *l, uint16_t port)
 	}
 	n->fd = r;
 	n->port = addr_port(&a);
+	/* A save round bursts 256 chunks per peer per millisecond: 16 MiB each
+	 * way, as netpunch asks (XFER_BUF_BYTES), best effort. */
+	addr_socket_buffers(n->fd, LOBBY_NET_BUF_BYTES);
 	n->io = ev_io_add(l->loop, n->fd, EPOLLIN, on_read, n);
 	if (n->io == NULL) {
 		r = -errno;
@@ -384,6 +436,7 @@ void lobby_net_free(struct lobby_net *n)
 {
 	if (n == NULL)
 		return;
+	lobby_netsim_free(n->netsim);
 	ev_io_del(n->io, true);
 	frag_reasm_free(n->reasm);
 	free(n);

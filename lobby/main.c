@@ -26,6 +26,7 @@
 #include "curlev.h"
 #include "joincode.h"
 #include "lobby.h"
+#include "lobby_save.h"
 #include "log.h"
 #include "seal.h"
 
@@ -77,6 +78,7 @@ static const char usage[] =
 	"    --upnp on|off             ask the router for a port mapping (host; on)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
+	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
 	"\n"
@@ -194,6 +196,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("upnp", set_upnp, c),
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
+		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	const char *cmd;
@@ -208,6 +211,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 	c->timeout_ms = 40000;
 	c->max_players = LOBBY_CAP;
 	c->game_local_port = 7771;
+	c->max_save = LOBBY_SAVE_CAP_BYTES;
 	snprintf(c->protocol_version, sizeof(c->protocol_version), "%s", LOBBY_VERSION_DEFAULT);
 
 	pos = daemon_parse(d, argc, argv, flags, n);

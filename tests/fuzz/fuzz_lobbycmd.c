@@ -14,6 +14,7 @@ static const char *const names[LOBBY_CMD_NTYPES] = {
 	[LOBBY_CMD_QUIT] = "quit",       [LOBBY_CMD_CHAT] = "chat",       [LOBBY_CMD_NAME] = "name",
 	[LOBBY_CMD_STAGE] = "stage",     [LOBBY_CMD_COMPANY] = "company", [LOBBY_CMD_MODE] = "mode",
 	[LOBBY_CMD_PUBLISH] = "publish", [LOBBY_CMD_START] = "start",     [LOBBY_CMD_NOTE] = "note",
+	[LOBBY_CMD_NETSIM] = "netsim",
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -782,9 +782,9 @@ class Lobby(Proc):
     unless asked, and only loopback candidates (--lan-ip 127.0.0.1)."""
 
     def __init__(self, env, role, code=None, name="player", args=(), loopback=True,
-                 wait_ready=True, proc_name=None, argv_prefix=()):
+                 wait_ready=True, proc_name=None, argv_prefix=(), io=None):
         self.role = role
-        self.io = os.path.join(env.dir, "io-%s-%d" % (proc_name or name, len(env.procs)))
+        self.io = io or os.path.join(env.dir, "io-%s-%d" % (proc_name or name, len(env.procs)))
         os.makedirs(self.io, exist_ok=True)
         argv = list(argv_prefix) + [LOBBY_BIN, role]
         if code is not None:

@@ -1,0 +1,539 @@
+/*
+ * The host's save round (netpunch-wire.md §11, as lobby.py's host
+ * transfer behaves): the save hashed on the worker first, then per target
+ * fbegin every 0.2 s until an ack (or any fack), and a pump every
+ * millisecond that sends at most 256 chunks to each: the holes the last
+ * fack named first, then new chunks up to base + window; a rewind to base
+ * after 0.5 s without feedback; the last chunk again every second to a
+ * peer that holds everything but says nothing; failed after 30 s without
+ * progress (300 s while it verifies with moving progress). A fack with a
+ * lower base is a receiver starting over. Events at every 10 % of a
+ * target's base, done on its fdone.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "frame.h"
+#include "lobby.h"
+#include "lobby_save.h"
+#include "lobby_xfer.h"
+#include "log.h"
+
+#define PUMP_MS   (1)
+#define DGRAM_HDR (NP1_HDR + NPF1_HDR)
+
+struct tgt {
+	struct addr addr;
+	char name[LOBBY_NAME_MAX * 4 + 1];
+	enum lobby_xsend_state state;
+	bool ready, verifying, nudged;
+	uint64_t base, next;
+	uint32_t holes[LOBBY_XFER_MAX_HOLES]; /* ascending, >= base */
+	size_t nholes;
+	long long last_fack, last_resend, last_advance, last_begin, last_nudge;
+	bool has_progress;
+	long long progress;
+	int last_pct;
+};
+
+struct hash_job {
+	struct lobby_xsend *x; /* NULL once the round is gone */
+	struct lobby_save *src;
+	int r;
+};
+
+struct lobby_xsend {
+	struct lobby *l;
+	struct lobby_xsend_ops ops;
+	struct lobby_save *src;
+	struct hash_job *job;
+	uint32_t sid;
+	uint64_t chunk, total_chunks;
+	unsigned window;
+	bool started, resolved;
+	size_t n;
+	struct tgt *t;
+	struct ev_timer pump;
+	uint8_t dgram[DGRAM_HDR + LOBBY_XFER_CHUNK_LOCAL];
+};
+
+static long long now_ms(const struct lobby_xsend *x)
+{
+	return ev_now(x->l->loop);
+}
+
+static struct tgt *find(const struct lobby_xsend *x, const struct addr *a)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		if (addr_equal(&x->t[i].addr, a))
+			return &x->t[i];
+	}
+	return NULL;
+}
+
+/* ---- events ---- */
+
+static void emit(struct lobby_xsend *x, const struct tgt *t, int pct, const char *state,
+		 const char *detail)
+{
+	struct lobby_event e = {.type = LOBBY_EV_TRANSFER};
+
+	e.transfer.send = true;
+	e.transfer.peer = t->name;
+	e.transfer.pct = pct;
+	e.transfer.state = state;
+	e.transfer.detail = detail;
+	lobby_ipc_emit(x->l, &e);
+}
+
+static void settle(struct lobby_xsend *x, struct tgt *t, enum lobby_xsend_state st,
+		   const char *state, const char *detail)
+{
+	char a[ADDR_STRLEN];
+
+	t->state = st;
+	emit(x, t, -1, state, detail);
+	log_info("xfer-send-%s sid=%u peer=%s name=\"%s\"%s%s%s", state, x->sid,
+		 addr_str(&t->addr, a, sizeof(a)), t->name, detail != NULL ? " detail=\"" : "",
+		 detail != NULL ? detail : "", detail != NULL ? "\"" : "");
+}
+
+/* Each 10 % bucket of a target's base crossed. */
+static void progress(struct lobby_xsend *x, struct tgt *t)
+{
+	uint64_t total = x->src->total, have = t->base * x->chunk;
+	int pct = total == 0 ? 100 : (int)((have < total ? have : total) * 100 / total);
+	char text[40];
+
+	if (t->last_pct >= 0 && pct / 10 <= t->last_pct / 10)
+		return;
+	t->last_pct = pct;
+	emit(x, t, pct, NULL, NULL);
+	snprintf(text, sizeof(text), "receiving save %d%%", pct);
+	if (x->ops.stage != NULL)
+		x->ops.stage(x->l, &t->addr, text);
+}
+
+/* ---- the wire ---- */
+
+static void send_begin(struct lobby_xsend *x, struct tgt *t)
+{
+	struct lobby_msg_file files[LOBBY_SAVE_FILES];
+	struct lobby_msg m;
+
+	for (size_t i = 0; i < x->src->n; i++)
+		files[i] = (struct lobby_msg_file){x->src->f[i].wire, (long long)x->src->f[i].size,
+						   x->src->f[i].sha256};
+	lobby_msg_init(&m, LOBBY_MSG_FBEGIN);
+	/* Our host cannot read which mods a save needs (modshare's catalogue
+	 * is the game's): netpunch's "unknown" form, which its joiners take. */
+	m.fbegin = (struct lobby_msg_fbegin){.sid = x->sid,
+					     .total_bytes = (long long)x->src->total,
+					     .chunk = (long long)x->chunk,
+					     .total_chunks = (long long)x->total_chunks,
+					     .nfiles = x->src->n,
+					     .files = files,
+					     .sha256 = x->src->sha256,
+					     .kind = "save",
+					     .mods = "[]",
+					     .mods_unknown = true};
+	lobby_net_send_msg(x->l, &t->addr, &m);
+	t->last_begin = now_ms(x);
+}
+
+/* One chunk as a plain D frame: "NP1:D" "NPF1" sid seq bytes. */
+static int send_chunk(struct lobby_xsend *x, struct tgt *t, uint64_t seq)
+{
+	uint64_t off = seq * x->chunk;
+	size_t len = x->src->total - off < x->chunk ? (size_t)(x->src->total - off) : x->chunk;
+	ssize_t r = lobby_save_read(x->src, off, x->dgram + DGRAM_HDR, len);
+
+	if (r < 0)
+		return (int)r;
+	memcpy(x->dgram, NP1_MAGIC, 4);
+	x->dgram[4] = NP1_DATA;
+	npf1_build(x->dgram + NP1_HDR, NPF1_HDR, x->sid, (uint32_t)seq, NULL, 0);
+	lobby_net_send_raw(x->l->net, &t->addr, x->dgram, DGRAM_HDR + len);
+	return 0;
+}
+
+/* ---- the pump ---- */
+
+static bool all_settled(const struct lobby_xsend *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		if (x->t[i].state == LOBBY_XSEND_ACTIVE)
+			return false;
+	}
+	return true;
+}
+
+static void check_resolved(struct lobby_xsend *x)
+{
+	if (x->resolved || !all_settled(x))
+		return;
+	x->resolved = true;
+	ev_timer_stop(x->l->loop, &x->pump);
+	if (x->ops.resolved != NULL)
+		x->ops.resolved(x->l);
+}
+
+static void pump_one(struct lobby_xsend *x, struct tgt *t, long long now)
+{
+	int budget = LOBBY_XFER_BUDGET;
+	uint64_t end;
+	size_t k;
+
+	if (now - t->last_advance > (t->verifying && t->base >= x->total_chunks
+					     ? LOBBY_XFER_VERIFY_MS
+					     : LOBBY_XFER_TIMEOUT_MS)) {
+		settle(x, t, LOBBY_XSEND_FAILED, "failed", "timed out");
+		return;
+	}
+	if (!t->ready || x->total_chunks == 0) {
+		if (now - t->last_begin >= LOBBY_XFER_BEGIN_MS)
+			send_begin(x, t);
+		return;
+	}
+	if (t->base >= x->total_chunks) {
+		/* Holds everything, says nothing: the last chunk again. */
+		if (!t->verifying && (!t->nudged || now - t->last_nudge >= LOBBY_XFER_NUDGE_MS)) {
+			t->nudged = true;
+			t->last_nudge = now;
+			send_chunk(x, t, x->total_chunks - 1);
+		}
+		return;
+	}
+	if (now - t->last_fack > LOBBY_XFER_RESEND_MS &&
+	    now - t->last_resend > LOBBY_XFER_RESEND_MS) {
+		t->next = t->base;
+		t->last_resend = now;
+	}
+	/* The holes first, then new chunks. */
+	for (k = 0; k < t->nholes && budget > 0; k++) {
+		uint64_t s = t->holes[k];
+
+		if (s < t->base || s >= x->total_chunks)
+			continue;
+		if (send_chunk(x, t, s) < 0)
+			goto broken;
+		budget--;
+	}
+	memmove(t->holes, t->holes + k, (t->nholes - k) * sizeof(t->holes[0]));
+	t->nholes -= k;
+	end = t->base + x->window < x->total_chunks ? t->base + x->window : x->total_chunks;
+	if (t->next < t->base)
+		t->next = t->base;
+	while (t->next < end && budget > 0) {
+		if (send_chunk(x, t, t->next) < 0)
+			goto broken;
+		t->next++;
+		budget--;
+	}
+	return;
+broken:
+	/* The file is shorter than it was when hashed: nobody can verify. */
+	settle(x, t, LOBBY_XSEND_FAILED, "failed", "the save changed while it was sent");
+}
+
+static void on_pump(struct ev_timer *timer, void *arg)
+{
+	struct lobby_xsend *x = arg;
+	long long now = now_ms(x);
+
+	for (size_t i = 0; i < x->n; i++) {
+		if (x->t[i].state == LOBBY_XSEND_ACTIVE)
+			pump_one(x, &x->t[i], now);
+	}
+	if (all_settled(x)) {
+		check_resolved(x);
+		return;
+	}
+	ev_timer_start(x->l->loop, timer, PUMP_MS, on_pump, x);
+}
+
+/* ---- feedback ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The fack's holes with base <= s < total, merged into the pending ones. */
+static void merge_holes(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg_fack *f)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nholes; i++) {
+		if (t->holes[i] >= t->base)
+			t->holes[n++] = t->holes[i];
+	}
+	for (size_t i = 0; i < f->nnack && n < LOBBY_XFER_MAX_HOLES; i++) {
+		if (f->nack[i] >= (long long)t->base && f->nack[i] < (long long)x->total_chunks)
+			t->holes[n++] = (uint32_t)f->nack[i];
+	}
+	qsort(t->holes, n, sizeof(t->holes[0]), cmp_u32);
+	t->nholes = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (t->nholes == 0 || t->holes[t->nholes - 1] != t->holes[i])
+			t->holes[t->nholes++] = t->holes[i];
+	}
+}
+
+static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg_fack *f)
+{
+	long long now = now_ms(x);
+	uint64_t base;
+
+	/* A base outside the round is not a receiver of ours. */
+	if (f->base < 0 || f->base > (long long)x->total_chunks)
+		return;
+	base = (uint64_t)f->base;
+	t->ready = true;
+	t->last_fack = now;
+	if (base > t->base) {
+		t->base = base;
+		if (t->next < base)
+			t->next = base;
+		t->last_advance = now;
+	} else if (base >= x->total_chunks) {
+		t->verifying = f->verifying;
+		if (f->has_progress && (!t->has_progress || f->progress != t->progress))
+			t->last_advance = now;
+		t->has_progress = f->has_progress;
+		t->progress = f->progress;
+	} else if (base < t->base) {
+		/* The receiver started over (a hash mismatch). */
+		log_info("xfer-send-rewind sid=%u name=\"%s\" from=%llu to=%llu", x->sid, t->name,
+			 (unsigned long long)t->base, (unsigned long long)base);
+		t->base = t->next = base;
+		t->nholes = 0;
+		t->last_advance = now;
+		t->last_pct = -1;
+		t->nudged = false;
+	}
+	merge_holes(x, t, f);
+	progress(x, t);
+}
+
+void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const struct lobby_msg *m)
+{
+	struct tgt *t = find(x, from);
+
+	if (t == NULL || t->state != LOBBY_XSEND_ACTIVE || !x->started)
+		return;
+	switch (m->type) {
+	case LOBBY_MSG_FBEGIN_ACK:
+		if (m->fbegin_ack.sid == x->sid)
+			t->ready = true;
+		return;
+	case LOBBY_MSG_FACK:
+		if (m->fack.sid == x->sid)
+			on_fack(x, t, &m->fack);
+		return;
+	case LOBBY_MSG_FDONE:
+		if (m->fdone.sid != x->sid)
+			return;
+		if (m->fdone.ok)
+			settle(x, t, LOBBY_XSEND_DONE, "done", NULL);
+		else if (m->fdone.final)
+			settle(x, t, LOBBY_XSEND_FAILED, "failed", "could not verify the file");
+		check_resolved(x);
+		return;
+	default:
+		return;
+	}
+}
+
+void lobby_xsend_peer_gone(struct lobby_xsend *x, const struct addr *peer)
+{
+	struct tgt *t = find(x, peer);
+
+	if (t == NULL || t->state != LOBBY_XSEND_ACTIVE)
+		return;
+	settle(x, t, LOBBY_XSEND_DROPPED, "dropped", "dropped mid-transfer");
+	check_resolved(x);
+}
+
+bool lobby_xsend_active(const struct lobby_xsend *x, const struct addr *peer)
+{
+	const struct tgt *t = x != NULL ? find(x, peer) : NULL;
+
+	return t != NULL && t->state == LOBBY_XSEND_ACTIVE;
+}
+
+enum lobby_xsend_state lobby_xsend_state_of(const struct lobby_xsend *x, const struct addr *peer)
+{
+	const struct tgt *t = find(x, peer);
+
+	return t != NULL ? t->state : LOBBY_XSEND_DROPPED;
+}
+
+size_t lobby_xsend_targets(const struct lobby_xsend *x)
+{
+	return x->n;
+}
+
+const char *lobby_xsend_target_name(const struct lobby_xsend *x, size_t i)
+{
+	return x->t[i].name;
+}
+
+enum lobby_xsend_state lobby_xsend_target_state(const struct lobby_xsend *x, size_t i)
+{
+	return x->t[i].state;
+}
+
+const struct addr *lobby_xsend_target_addr(const struct lobby_xsend *x, size_t i)
+{
+	return &x->t[i].addr;
+}
+
+/* ---- the round ---- */
+
+/* §11: 8,192-byte chunks when every target is on 127.x, else 1,350. */
+static uint64_t pick_chunk(const struct lobby_xsend *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		if (!addr_is_loopback(&x->t[i].addr) || !addr_is_v4(&x->t[i].addr))
+			return LOBBY_XFER_CHUNK_DATA;
+	}
+	return LOBBY_XFER_CHUNK_LOCAL;
+}
+
+static void begin(struct lobby_xsend *x)
+{
+	long long now = now_ms(x);
+
+	x->started = true;
+	x->chunk = pick_chunk(x);
+	x->window = lobby_xfer_window((long long)x->chunk);
+	x->total_chunks = (x->src->total + x->chunk - 1) / x->chunk;
+	log_info("xfer-send-begin sid=%u bytes=%llu chunks=%llu chunk=%llu peers=%zu", x->sid,
+		 (unsigned long long)x->src->total, (unsigned long long)x->total_chunks,
+		 (unsigned long long)x->chunk, x->n);
+	for (size_t i = 0; i < x->n; i++) {
+		x->t[i].last_advance = x->t[i].last_fack = x->t[i].last_resend = now;
+		x->t[i].last_begin = now - LOBBY_XFER_BEGIN_MS;
+	}
+	on_pump(&x->pump, x);
+}
+
+static void hash_work(void *arg)
+{
+	struct hash_job *j = arg;
+
+	j->r = lobby_save_hash(j->src);
+}
+
+static void hash_done(void *arg, bool cancelled)
+{
+	struct hash_job *j = arg;
+	struct lobby_xsend *x = j->x;
+	char detail[160];
+
+	if (x == NULL || cancelled) {
+		lobby_save_close(j->src);
+		free(j->src);
+		free(j);
+		return;
+	}
+	x->job = NULL;
+	if (j->r < 0) {
+		snprintf(detail, sizeof(detail), "save transfer failed: cannot read the save: %s",
+			 strerror(-j->r));
+		free(j);
+		for (size_t i = 0; i < x->n; i++)
+			x->t[i].state = LOBBY_XSEND_FAILED;
+		x->resolved = true;
+		if (x->ops.aborted != NULL)
+			x->ops.aborted(x->l, detail);
+		return;
+	}
+	free(j);
+	begin(x);
+}
+
+/* lobby.py: the low 32 bits of unix milliseconds. */
+static uint32_t new_sid(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (uint32_t)(((unsigned long long)tv.tv_sec * 1000ULL +
+			   (unsigned long long)tv.tv_usec / 1000ULL) &
+			  0xffffffffULL);
+}
+
+struct lobby_xsend *lobby_xsend_start(struct lobby *l, const char *save_path,
+				      const struct lobby_xsend_target *targets, size_t n,
+				      const struct lobby_xsend_ops *ops, char *err, size_t errsize)
+{
+	struct lobby_xsend *x = calloc(1, sizeof(*x));
+	int r;
+
+	if (x == NULL) {
+		snprintf(err, errsize, "out of memory");
+		return NULL;
+	}
+	x->l = l;
+	ev_timer_init(&x->pump);
+	if ((x->src = calloc(1, sizeof(*x->src))) == NULL ||
+	    (x->t = calloc(n > 0 ? n : 1, sizeof(*x->t))) == NULL) {
+		snprintf(err, errsize, "out of memory");
+		goto fail;
+	}
+	x->ops = *ops;
+	x->n = n;
+	r = lobby_save_open_source(x->src, save_path, err, errsize);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		x->t[i].addr = targets[i].addr;
+		snprintf(x->t[i].name, sizeof(x->t[i].name), "%s", targets[i].name);
+		x->t[i].state = LOBBY_XSEND_ACTIVE;
+		x->t[i].last_pct = -1;
+	}
+	x->sid = new_sid();
+	x->job = calloc(1, sizeof(*x->job));
+	if (x->job == NULL) {
+		snprintf(err, errsize, "out of memory");
+		goto fail;
+	}
+	x->job->x = x;
+	x->job->src = x->src;
+	if (ev_work_submit(l->loop, hash_work, hash_done, x->job) < 0) {
+		snprintf(err, errsize, "cannot start hashing the save");
+		free(x->job);
+		x->job = NULL;
+		goto fail;
+	}
+	log_info("xfer-send-hashing sid=%u bytes=%llu files=%zu", x->sid,
+		 (unsigned long long)x->src->total, x->src->n);
+	return x;
+fail:
+	lobby_xsend_free(x);
+	return NULL;
+}
+
+void lobby_xsend_free(struct lobby_xsend *x)
+{
+	if (x == NULL)
+		return;
+	ev_timer_stop(x->l->loop, &x->pump);
+	if (x->job != NULL) {
+		/* Hashing: the job closes the files when it is done. */
+		x->job->x = NULL;
+	} else if (x->src != NULL) {
+		lobby_save_close(x->src);
+		free(x->src);
+	}
+	free(x->t);
+	free(x);
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The save transfer, netpunch's --selftest-transfer matrix on loopback.
+
+A host and two joiners (alice, bob, carol); the host starts with a save
+(world.sav of random bytes, its world.sav.lua and world.jpg): fbegin, NPF1
+chunks as plain D frames, facks, fdone. Runs: clean 20 MiB, clean 16 MiB,
+12 MiB with 8 % loss, 10 MiB with 15 % loss, the loss switched on (netsim,
+on everything each lobby sends) only after both joined. Each asserts, as
+netpunch's self-test does: both joiners' three files byte-identical to the
+host's, save_ready names incoming_save and lists incoming_save.sav, the host
+reported done for each peer and started after both, both joiners started
+with save true. Then a round in which carol cannot take the save (her io
+dir is a 1 MiB tmpfs: the disk is full), which surfaces as netpunch words
+it and starts nobody, and a retry once her disk has room, which starts
+everyone. Loopback candidates only, no STUN, no UPnP, no master."""
+
+import hashlib
+import os
+import subprocess
+import time
+
+from harness import Lobby, check, run, wait_for
+
+MiB = 1 << 20
+
+
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def make_save(d, size):
+    os.makedirs(d, exist_ok=True)
+    sav = os.path.join(d, "world.sav")
+    with open(sav, "wb") as f:
+        f.write(os.urandom(size))
+    with open(sav + ".lua", "wb") as f:
+        f.write(b'["lockstep.lua"] = { }\n-- meta\n' + os.urandom(2048))
+    with open(os.path.join(d, "world.jpg"), "wb") as f:
+        f.write(os.urandom(4096))
+    return sav
+
+
+def lobby_set(env, tag, io=None):
+    host = Lobby(env, "host", name="alice", proc_name="host-%s" % tag)
+    code = host.wait_code()
+    bob = Lobby(env, "join", code=code, name="bob", proc_name="bob-%s" % tag)
+    bob.wait_status("connected", "^joined the host$")
+    carol = Lobby(env, "join", code=code, name="carol", proc_name="carol-%s" % tag, io=io)
+    carol.wait_status("connected", "^joined the host$")
+    wait_for(lambda: (host.roster() or {}).get("players") == ["alice", "bob", "carol"], 5,
+             "the host's roster")
+    return host, bob, carol
+
+
+def netsim(lobbies, loss):
+    for l in lobbies:
+        mark = len(l.output())
+        with open(os.path.join(l.io, "tpf2mp_netsim.txt"), "w") as f:
+            f.write("loss=%s\n" % loss)
+        l.command(cmd="netsim")
+        l.wait_line(r"netsim loss=%.3f" % loss, start=mark)
+
+
+def check_round(host, joiners, sav):
+    d = os.path.dirname(sav)
+    want = {"incoming_save.sav": sha(sav), "incoming_save.sav.lua": sha(sav + ".lua"),
+            "incoming_save.jpg": sha(os.path.join(d, "world.jpg"))}
+    for j in joiners:
+        for name, digest in want.items():
+            check(sha(os.path.join(j.io, name)) == digest, "%s: %s differs" % (j.name, name))
+        ready = j.events("save_ready")[-1]
+        check(ready["name"] == "incoming_save" and "incoming_save.sav" in ready["files"] and
+              ready["dir"] == os.path.realpath(j.io), "%s save_ready %r" % (j.name, ready))
+        check(not [n for n in os.listdir(j.io) if n.endswith(".tmp")],
+              "%s left temporaries: %r" % (j.name, os.listdir(j.io)))
+    # The host settles once every fdone is in (one may be lost to netsim
+    # and come again 0.2 s later) and it has started.
+    wait_for(lambda: host.events("start"), 10, "the host's start")
+    evs = host.events()
+    done = [i for i, e in enumerate(evs) if e.get("type") == "transfer" and
+            e.get("state") == "done"]
+    starts = [i for i, e in enumerate(evs) if e.get("type") == "start"]
+    check(len(done) == len(joiners), "host done events: %r" % [evs[i] for i in done])
+    check(starts and evs[starts[-1]] == {"type": "start", "save": True} and
+          starts[-1] > done[-1], "the host's start: %r" % [evs[i] for i in starts])
+    for j in joiners:
+        j.wait_event(lambda e: e == {"type": "start", "save": True}, 10, "start save true")
+
+
+def quit_all(lobbies):
+    for l in lobbies:
+        l.command(cmd="quit")
+    for l in lobbies:
+        check(l.wait_exit(10) == 0, "%s exit status" % l.name)
+
+
+def matrix_run(env, tag, size, loss):
+    host, bob, carol = lobby_set(env, tag)
+    sav = make_save(os.path.join(env.dir, "save-" + tag), size)
+    if loss:
+        netsim((host, bob, carol), loss)
+    t0 = time.monotonic()
+    host.command(cmd="start", save=sav)
+    for j in (bob, carol):
+        j.wait_event(lambda e: e.get("type") == "save_ready", 120, "save_ready")
+    secs = time.monotonic() - t0
+    check_round(host, (bob, carol), sav)
+    print("[xfer:%s] OK  (%d MB, loss=%d%%, %.2fs, ~%.1f MB/s to 2 peers)" % (
+        tag, size // MiB, int(loss * 100), secs, size / MiB / secs), flush=True)
+    quit_all((host, bob, carol))
+
+
+def fail_then_retry(env):
+    small = os.path.join(env.dir, "io-carol-small")
+    os.makedirs(small)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", small], check=True)
+    env.cleanups.append(lambda: subprocess.run(["umount", "-l", small]))
+    host, bob, carol = lobby_set(env, "fail", io=small)
+    sav = make_save(os.path.join(env.dir, "save-fail"), 4 * MiB)
+    host.command(cmd="start", save=sav)
+    st = host.wait_event(lambda e: e.get("type") == "status" and e.get("state") == "failed",
+                         20, "the failed round")
+    check(st["detail"] == "save transfer failed for carol -- press START GAME to retry",
+          "failure text %r" % st["detail"])
+    fail = carol.wait_event(lambda e: e.get("type") == "status" and e.get("state") == "failed",
+                            5, "carol's failure")
+    check(fail["detail"].startswith("save transfer failed: write error:") and
+          "No space left on device" in fail["detail"], "carol: %r" % fail["detail"])
+    bob.wait_event(lambda e: e.get("type") == "save_ready", 10, "bob's save_ready")
+    # Nobody starts: not the host, not bob who verified, not carol.
+    host.wait_event(lambda e: e.get("type") == "transfer" and e.get("peer") == "carol" and
+                    e.get("state") == "failed", 5, "carol failed on the host")
+    for l in (host, bob, carol):
+        check(not l.events("start"), "%s started after a failed round" % l.name)
+    check(not [n for n in os.listdir(small) if n.startswith("incoming_save")],
+          "carol's full disk holds: %r" % os.listdir(small))
+    # Room now: START again, everyone starts.
+    subprocess.run(["mount", "-o", "remount,size=16m", small], check=True)
+    host.command(cmd="start", save=sav)
+    for j in (bob, carol):
+        j.wait_event(lambda e: e == {"type": "start", "save": True}, 30, "start after retry")
+    check(sha(os.path.join(small, "incoming_save.sav")) == sha(sav), "carol's retry")
+    quit_all((host, bob, carol))
+
+
+def scenario(env):
+    matrix_run(env, "clean-1", 20 * MiB, 0)
+    matrix_run(env, "clean-2", 16 * MiB, 0)
+    matrix_run(env, "lossy-8pct", 12 * MiB, 0.08)
+    matrix_run(env, "lossy-15pct", 10 * MiB, 0.15)
+    fail_then_retry(env)
+
+
+run(scenario)
