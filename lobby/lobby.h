@@ -89,6 +89,7 @@ struct lobby_cfg {
 	bool companies;       /* start in companies mode */
 	unsigned max_players; /* LOBBY_CAP; tests lower it */
 	uint64_t max_save;    /* bytes a joiner takes at most (--max-save) */
+	bool bulk_off;        /* --bulk-tcp off: no TCP side channel offered */
 	struct lobby_stun_server stun[LOBBY_MAX_STUN];
 	size_t nstun;
 	bool stun_off;

@@ -24,6 +24,7 @@
 #include "frame.h"
 #include "htab.h"
 #include "lobby.h"
+#include "lobby_bulk.h"
 #include "lobby_xfer.h"
 #include "log.h"
 #include "num.h"
@@ -73,6 +74,7 @@ struct lobby_host {
 	/* The save transfer: the round running, the one asked for meanwhile,
 	 * the last save shared (late players get it). */
 	struct lobby_xsend *xfer;
+	struct lobby_bulk *bulk; /* the TCP listener (NULL: UDP only) */
 	bool xfer_over;
 	char pending_save[PATH_MAX];
 	char last_shared[PATH_MAX];
@@ -807,7 +809,7 @@ static void begin_save_transfer(struct lobby_host *h, const char *path)
 		log_info("xfer-nothing-to-push reason=\"everyone already has this save\"");
 		return;
 	}
-	h->xfer = lobby_xsend_start(l, path, t, n, &xsend_ops, err, sizeof(err));
+	h->xfer = lobby_xsend_start(l, path, t, n, &xsend_ops, h->bulk, err, sizeof(err));
 	if (h->xfer == NULL) {
 		snprintf(detail, sizeof(detail), "save transfer failed: %s", err);
 		lobby_ipc_status(l, "failed", detail);
@@ -977,6 +979,9 @@ static void observed(struct lobby *l, void *arg)
 	/* netsim impairs what the host sends from here on, as netpunch's
 	 * run_host wraps its socket. */
 	lobby_net_netsim_start(l);
+	/* The bulk TCP listener on our UDP port's number (netpunch's). */
+	if (!l->cfg.bulk_off)
+		h->bulk = lobby_bulk_listen(l, lobby_net_port(l->net));
 	lobby_rv_host_start(l);
 	if (l->cfg.public_)
 		lobby_rv_publish(l, true);
@@ -1006,6 +1011,7 @@ static void host_free(struct lobby *l)
 	ev_timer_stop(l->loop, &h->serve);
 	ev_timer_stop(l->loop, &h->reap);
 	lobby_xsend_free(h->xfer);
+	lobby_bulk_free(h->bulk);
 	htab_free(h->peers);
 	htab_free(h->rejects);
 }

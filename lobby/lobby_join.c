@@ -574,7 +574,20 @@ static void xrecv_send(struct lobby *l, const struct lobby_msg *m)
 		lobby_net_send_msg(l, &j->host, m);
 }
 
-static const struct lobby_xrecv_ops xrecv_ops = {xrecv_send};
+static const struct addr *xrecv_host(struct lobby *l)
+{
+	struct lobby_join *j = join_of(l);
+
+	return j->connected ? &j->host : NULL;
+}
+
+/* The name we asked for (netpunch's bulk hello says it, not the host's). */
+static const char *xrecv_name(struct lobby *l)
+{
+	return l->cfg.name;
+}
+
+static const struct lobby_xrecv_ops xrecv_ops = {xrecv_send, xrecv_host, xrecv_name};
 
 static int start(struct lobby *l, const struct joincode *code)
 {

@@ -17,6 +17,8 @@
 #include "lobby_msg.h"
 
 struct lobby;
+struct lobby_bulk;
+struct lobby_save;
 
 /* §11's numbers. */
 #define LOBBY_XFER_CHUNK_LOCAL   (8192) /* every target on 127.x */
@@ -71,7 +73,8 @@ struct lobby_xsend_ops {
  */
 struct lobby_xsend *lobby_xsend_start(struct lobby *l, const char *save_path,
 				      const struct lobby_xsend_target *targets, size_t n,
-				      const struct lobby_xsend_ops *ops, char *err, size_t errsize);
+				      const struct lobby_xsend_ops *ops, struct lobby_bulk *bulk,
+				      char *err, size_t errsize);
 void lobby_xsend_free(struct lobby_xsend *x);
 /* fbegin_ack, fack, fdone from a peer (others are ignored). */
 void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const struct lobby_msg *m);
@@ -80,6 +83,13 @@ void lobby_xsend_peer_gone(struct lobby_xsend *x, const struct addr *peer);
 /* Whether peer is a target still being served (exempt from the silence
  * sweep, as netpunch exempts it). */
 bool lobby_xsend_active(const struct lobby_xsend *x, const struct addr *peer);
+/* The bulk TCP listener's side (lobby_bulk): a hello naming this round
+ * claims a target (by its name, else by a unique source IP): its index, or
+ * -1; the save to stream; how the stream ended. */
+int lobby_xsend_tcp_claim(struct lobby_xsend *x, const char *name, size_t name_len,
+			  const struct addr *src);
+struct lobby_save *lobby_xsend_source(struct lobby_xsend *x);
+void lobby_xsend_tcp_ended(struct lobby_xsend *x, int target, bool ok, uint64_t bytes);
 /* After resolved: a target's outcome. */
 enum lobby_xsend_state lobby_xsend_state_of(const struct lobby_xsend *x, const struct addr *peer);
 size_t lobby_xsend_targets(const struct lobby_xsend *x);
@@ -94,6 +104,10 @@ struct lobby_xrecv;
 struct lobby_xrecv_ops {
 	/* A message to the host (fbegin_ack, fack, fdone, stage). */
 	void (*send)(struct lobby *l, const struct lobby_msg *m);
+	/* Where the host is (the bulk stream goes to its IP), and the name we
+	 * asked for (the bulk hello carries it, as netpunch's does). */
+	const struct addr *(*host)(struct lobby *l);
+	const char *(*name)(struct lobby *l);
 };
 
 /* A receiver writing into the io dir; caps a declared size at cap bytes. */

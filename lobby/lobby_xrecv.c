@@ -16,6 +16,7 @@
 
 #include "frame.h"
 #include "lobby.h"
+#include "lobby_bulk.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -50,6 +51,9 @@ struct lobby_xrecv {
 	struct ev_timer tick;
 	char files[LOBBY_SAVE_FILES][32];
 	size_t nfiles;
+	/* The bulk stream, while one is tried or flows. */
+	struct lobby_bulk_pull *pull;
+	uint64_t tcp_off, tcp_mark;
 };
 
 unsigned lobby_xfer_window(long long chunk)
@@ -116,6 +120,16 @@ static void send_fack(struct lobby_xrecv *x)
 	x->ops.send(x->l, &m);
 }
 
+static void emit_state(struct lobby_xrecv *x, const char *state)
+{
+	struct lobby_event e = {.type = LOBBY_EV_TRANSFER};
+
+	e.transfer.send = false;
+	e.transfer.pct = -1;
+	e.transfer.state = state;
+	lobby_ipc_emit(x->l, &e);
+}
+
 static void emit_pct(struct lobby_xrecv *x, int pct)
 {
 	struct lobby_event e = {.type = LOBBY_EV_TRANSFER};
@@ -144,6 +158,8 @@ static void progress(struct lobby_xrecv *x)
 
 static void close_sink(struct lobby_xrecv *x)
 {
+	lobby_bulk_pull_free(x->pull);
+	x->pull = NULL;
 	if (x->job != NULL) {
 		/* The worker still has it: it is closed when the job is done. */
 		x->job->x = NULL;
@@ -291,6 +307,8 @@ static void finalize(struct lobby_xrecv *x)
 
 /* ---- what the host sends ---- */
 
+static void maybe_pull(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb);
+
 void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb)
 {
 	char err[512];
@@ -373,6 +391,7 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 	log_info("xfer-recv-begin sid=%u bytes=%llu chunks=%llu chunk=%llu files=%zu", x->sid,
 		 (unsigned long long)x->total_bytes, (unsigned long long)x->total_chunks,
 		 (unsigned long long)chunk, x->nfiles);
+	maybe_pull(x, fb);
 	send_ack(x);
 	emit_pct(x, 0);
 	x->last_pct = 0;
@@ -381,6 +400,88 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 		return;
 	}
 	ev_timer_start(x->l->loop, &x->tick, LOBBY_XFER_FEEDBACK_MS, on_tick, x);
+}
+
+/* ---- the bulk stream: bytes from offset 0, cut into the chunks they fill ---- */
+
+static void pull_claimed(void *arg)
+{
+	struct lobby_xrecv *x = arg;
+
+	log_info("xfer-recv-tcp sid=%u", x->sid);
+	emit_state(x, "tcp");
+}
+
+static int pull_data(void *arg, const uint8_t *p, size_t n)
+{
+	struct lobby_xrecv *x = arg;
+	char why[160];
+	int r;
+
+	if (x->failed || x->complete || x->finalizing || n > x->total_bytes - x->tcp_off)
+		return -1;
+	r = lobby_save_write(x->save, x->tcp_off, p, n);
+	if (r < 0) {
+		snprintf(why, sizeof(why), "write error: %s", strerror(-r));
+		fail(x, why);
+		return -1;
+	}
+	x->tcp_off += n;
+	/* Every chunk the stream now covers whole (the last when it ends). */
+	while (x->tcp_mark < x->total_chunks &&
+	       ((x->tcp_mark + 1) * x->chunk <= x->tcp_off || x->tcp_off == x->total_bytes)) {
+		if (!held(x, x->tcp_mark)) {
+			x->have[x->tcp_mark / 8] |= (uint8_t)(1u << (x->tcp_mark % 8));
+			x->recv_count++;
+		}
+		x->tcp_mark++;
+	}
+	while (x->base < x->total_chunks && held(x, x->base))
+		x->base++;
+	progress(x);
+	if (x->base == x->total_chunks) {
+		finalize(x);
+		return -1;
+	}
+	return 0;
+}
+
+static void pull_ended(void *arg, bool complete)
+{
+	struct lobby_xrecv *x = arg;
+
+	if (complete)
+		log_info("xfer-recv-tcp-done sid=%u bytes=%llu", x->sid,
+			 (unsigned long long)x->tcp_off);
+	else
+		log_info("xfer-recv-tcp-broke sid=%u bytes=%llu then=udp", x->sid,
+			 (unsigned long long)x->tcp_off);
+}
+
+static void pull_gave_up(void *arg)
+{
+	struct lobby_xrecv *x = arg;
+
+	log_info("xfer-recv-tcp-unreachable sid=%u then=udp", x->sid);
+}
+
+static const struct lobby_bulk_pull_ops pull_ops = {pull_claimed, pull_data, pull_ended,
+						    pull_gave_up};
+
+/* fbegin's tcp offer with a port: pull from the host's IP. */
+static void maybe_pull(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb)
+{
+	const struct addr *host = x->ops.host(x->l);
+	struct addr to;
+
+	if (!fb->has_tcp || fb->tcp_token == NULL || strlen(fb->tcp_token) != BULK_TOKEN_LEN ||
+	    fb->tcp_port < 1 || fb->tcp_port > 65535 || x->total_bytes == 0 || host == NULL)
+		return;
+	to = *host;
+	addr_set_port(&to, (uint16_t)fb->tcp_port);
+	x->tcp_off = x->tcp_mark = 0;
+	x->pull = lobby_bulk_pull_start(x->l, &to, x->sid, fb->tcp_token, x->ops.name(x->l),
+					x->total_bytes, &pull_ops, x);
 }
 
 void lobby_xrecv_on_chunk(struct lobby_xrecv *x, const uint8_t *p, size_t len)

@@ -17,8 +17,11 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include <sodium.h>
+
 #include "frame.h"
 #include "lobby.h"
+#include "lobby_bulk.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -31,6 +34,8 @@ struct tgt {
 	char name[LOBBY_NAME_MAX * 4 + 1];
 	enum lobby_xsend_state state;
 	bool ready, verifying, nudged;
+	bool tcp;           /* a bulk stream carries it */
+	long long tcp_done; /* when the stream ended (0: not yet) */
 	uint64_t base, next;
 	uint32_t holes[LOBBY_XFER_MAX_HOLES]; /* ascending, >= base */
 	size_t nholes;
@@ -55,6 +60,8 @@ struct lobby_xsend {
 	uint64_t chunk, total_chunks;
 	unsigned window;
 	bool started, resolved;
+	struct lobby_bulk *bulk;
+	char token[BULK_TOKEN_LEN + 1];
 	size_t n;
 	struct tgt *t;
 	struct ev_timer pump;
@@ -140,7 +147,11 @@ static void send_begin(struct lobby_xsend *x, struct tgt *t)
 					     .sha256 = x->src->sha256,
 					     .kind = "save",
 					     .mods = "[]",
-					     .mods_unknown = true};
+					     .mods_unknown = true,
+					     .has_tcp = !x->l->cfg.bulk_off,
+					     .tcp_port =
+						     x->bulk != NULL ? lobby_bulk_port(x->bulk) : 0,
+					     .tcp_token = x->token};
 	lobby_net_send_msg(x->l, &t->addr, &m);
 	t->last_begin = now_ms(x);
 }
@@ -208,6 +219,8 @@ static void pump_one(struct lobby_xsend *x, struct tgt *t, long long now)
 		}
 		return;
 	}
+	if (t->tcp)
+		return; /* the stream carries it */
 	if (now - t->last_fack > LOBBY_XFER_RESEND_MS &&
 	    now - t->last_resend > LOBBY_XFER_RESEND_MS) {
 		t->next = t->base;
@@ -297,6 +310,14 @@ static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg
 	base = (uint64_t)f->base;
 	t->ready = true;
 	t->last_fack = now;
+	/* The stream is over and the receiver still lacks some: UDP fills the
+	 * rest (after 5 s, with no advance for 2 s, as netpunch hands back). */
+	if (t->tcp && t->tcp_done != 0 && base < x->total_chunks && now - t->tcp_done > 5000 &&
+	    now - t->last_advance > 2000) {
+		log_info("xfer-send-tcp-handback sid=%u name=\"%s\" base=%llu", x->sid, t->name,
+			 (unsigned long long)base);
+		t->tcp = false;
+	}
 	if (base > t->base) {
 		t->base = base;
 		if (t->next < base)
@@ -395,6 +416,61 @@ const struct addr *lobby_xsend_target_addr(const struct lobby_xsend *x, size_t i
 	return &x->t[i].addr;
 }
 
+/* ---- the bulk stream ---- */
+
+int lobby_xsend_tcp_claim(struct lobby_xsend *x, const char *name, size_t name_len,
+			  const struct addr *src)
+{
+	struct addr_ip a, b;
+	int by_ip = -1, n_ip = 0;
+
+	if (!x->started)
+		return -1;
+	for (size_t i = 0; i < x->n; i++) {
+		struct tgt *t = &x->t[i];
+
+		if (t->state != LOBBY_XSEND_ACTIVE || t->tcp)
+			continue;
+		if (strlen(t->name) == name_len && memcmp(t->name, name, name_len) == 0) {
+			by_ip = (int)i;
+			n_ip = 1;
+			break;
+		}
+		addr_to_ip(&t->addr, &a);
+		addr_to_ip(src, &b);
+		if (memcmp(&a, &b, sizeof(a)) == 0) {
+			by_ip = (int)i;
+			n_ip++;
+		}
+	}
+	/* By name; else the one target at that IP, if there is just one. */
+	if (n_ip != 1)
+		return -1;
+	x->t[by_ip].tcp = true;
+	x->t[by_ip].ready = true;
+	x->t[by_ip].tcp_done = 0;
+	emit(x, &x->t[by_ip], -1, "tcp", NULL);
+	log_info("xfer-send-tcp sid=%u name=\"%s\"", x->sid, x->t[by_ip].name);
+	return by_ip;
+}
+
+struct lobby_save *lobby_xsend_source(struct lobby_xsend *x)
+{
+	return x->src;
+}
+
+void lobby_xsend_tcp_ended(struct lobby_xsend *x, int target, bool ok, uint64_t bytes)
+{
+	struct tgt *t = &x->t[target];
+
+	log_info("xfer-send-tcp-%s sid=%u name=\"%s\" bytes=%llu", ok ? "sent" : "broke", x->sid,
+		 t->name, (unsigned long long)bytes);
+	if (ok)
+		t->tcp_done = now_ms(x);
+	else
+		t->tcp = false; /* the pump resumes from the receiver's base */
+}
+
 /* ---- the round ---- */
 
 /* §11: 8,192-byte chunks when every target is on 127.x, else 1,350. */
@@ -422,6 +498,8 @@ static void begin(struct lobby_xsend *x)
 		x->t[i].last_advance = x->t[i].last_fack = x->t[i].last_resend = now;
 		x->t[i].last_begin = now - LOBBY_XFER_BEGIN_MS;
 	}
+	if (x->bulk != NULL)
+		lobby_bulk_expect(x->bulk, x, x->sid, x->token);
 	on_pump(&x->pump, x);
 }
 
@@ -473,9 +551,11 @@ static uint32_t new_sid(void)
 
 struct lobby_xsend *lobby_xsend_start(struct lobby *l, const char *save_path,
 				      const struct lobby_xsend_target *targets, size_t n,
-				      const struct lobby_xsend_ops *ops, char *err, size_t errsize)
+				      const struct lobby_xsend_ops *ops, struct lobby_bulk *bulk,
+				      char *err, size_t errsize)
 {
 	struct lobby_xsend *x = calloc(1, sizeof(*x));
+	uint8_t tok[BULK_TOKEN_LEN / 2];
 	int r;
 
 	if (x == NULL) {
@@ -501,6 +581,10 @@ struct lobby_xsend *lobby_xsend_start(struct lobby *l, const char *save_path,
 		x->t[i].last_pct = -1;
 	}
 	x->sid = new_sid();
+	x->bulk = bulk;
+	/* A fresh token every round (bulk_tcp.py: 16 random bytes). */
+	randombytes_buf(tok, sizeof(tok));
+	sodium_bin2hex(x->token, sizeof(x->token), tok, sizeof(tok));
 	x->job = calloc(1, sizeof(*x->job));
 	if (x->job == NULL) {
 		snprintf(err, errsize, "out of memory");
@@ -527,6 +611,8 @@ void lobby_xsend_free(struct lobby_xsend *x)
 	if (x == NULL)
 		return;
 	ev_timer_stop(x->l->loop, &x->pump);
+	if (x->bulk != NULL)
+		lobby_bulk_forget(x->bulk, x);
 	if (x->job != NULL) {
 		/* Hashing: the job closes the files when it is done. */
 		x->job->x = NULL;

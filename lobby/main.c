@@ -79,6 +79,7 @@ static const char usage[] =
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
+	"    --bulk-tcp on|off         offer saves over TCP too (host; on), as netpunch\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
 	"\n"
@@ -156,6 +157,16 @@ static void set_upnp(void *ctx, const char *s)
 		daemon_die_usage("--upnp %s: on or off", s);
 }
 
+static void set_bulk(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "off") == 0)
+		c->bulk_off = true;
+	else if (strcmp(s, "on") != 0)
+		daemon_die_usage("--bulk-tcp %s: on or off", s);
+}
+
 static void unsupported(void *ctx, const char *s)
 {
 	(void)s;
@@ -197,6 +208,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
 		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),
+		DAEMON_FN("bulk-tcp", set_bulk, c),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	const char *cmd;

@@ -3,23 +3,27 @@
 
 A host and two joiners (alice, bob, carol); the host starts with a save
 (world.sav of random bytes, its world.sav.lua and world.jpg): fbegin, NPF1
-chunks as plain D frames, facks, fdone. Runs: clean 20 MiB, clean 16 MiB,
+chunks as plain D frames, facks, fdone. Over UDP only (--bulk-tcp off, as
+netpunch's self-test turns BULK_TCP off): clean 20 MiB, clean 16 MiB,
 12 MiB with 8 % loss, 10 MiB with 15 % loss, the loss switched on (netsim,
-on everything each lobby sends) only after both joined. Each asserts, as
-netpunch's self-test does: both joiners' three files byte-identical to the
-host's, save_ready names incoming_save and lists incoming_save.sav, the host
-reported done for each peer and started after both, both joiners started
-with save true. Then a round in which carol cannot take the save (her io
-dir is a 1 MiB tmpfs: the disk is full), which surfaces as netpunch words
-it and starts nobody, and a retry once her disk has room, which starts
-everyone. Loopback candidates only, no STUN, no UPnP, no master."""
+on everything each lobby sends) only after both joined. Then 64 MiB with
+the bulk TCP channel, and 8 MiB with a TCP listener no one can reach (a
+namespace of the test's own drops its SYNs), which goes over UDP. Each
+asserts, as netpunch's self-test does: both joiners' three files
+byte-identical to the host's, save_ready names incoming_save and lists
+incoming_save.sav, the host reported done for each peer and started after
+both, both joiners started with save true, and TCP used exactly when it
+could be. Then a round in which carol cannot take the save (her io dir is
+a 1 MiB tmpfs: the disk is full), which surfaces as netpunch words it and
+starts nobody, and a retry once her disk has room, which starts everyone.
+Loopback candidates only, no STUN, no UPnP, no master."""
 
 import hashlib
 import os
 import subprocess
 import time
 
-from harness import Lobby, check, run, wait_for
+from harness import Lobby, Netns, check, run, wait_for
 
 MiB = 1 << 20
 
@@ -44,12 +48,14 @@ def make_save(d, size):
     return sav
 
 
-def lobby_set(env, tag, io=None):
-    host = Lobby(env, "host", name="alice", proc_name="host-%s" % tag)
+def lobby_set(env, tag, io=None, host_args=(), prefix=()):
+    host = Lobby(env, "host", name="alice", proc_name="host-%s" % tag, args=host_args,
+                 argv_prefix=prefix)
     code = host.wait_code()
-    bob = Lobby(env, "join", code=code, name="bob", proc_name="bob-%s" % tag)
+    bob = Lobby(env, "join", code=code, name="bob", proc_name="bob-%s" % tag, argv_prefix=prefix)
     bob.wait_status("connected", "^joined the host$")
-    carol = Lobby(env, "join", code=code, name="carol", proc_name="carol-%s" % tag, io=io)
+    carol = Lobby(env, "join", code=code, name="carol", proc_name="carol-%s" % tag, io=io,
+                  argv_prefix=prefix)
     carol.wait_status("connected", "^joined the host$")
     wait_for(lambda: (host.roster() or {}).get("players") == ["alice", "bob", "carol"], 5,
              "the host's roster")
@@ -65,7 +71,7 @@ def netsim(lobbies, loss):
         l.wait_line(r"netsim loss=%.3f" % loss, start=mark)
 
 
-def check_round(host, joiners, sav):
+def check_round(host, joiners, sav, tcp=False):
     d = os.path.dirname(sav)
     want = {"incoming_save.sav": sha(sav), "incoming_save.sav.lua": sha(sav + ".lua"),
             "incoming_save.jpg": sha(os.path.join(d, "world.jpg"))}
@@ -89,6 +95,11 @@ def check_round(host, joiners, sav):
           starts[-1] > done[-1], "the host's start: %r" % [evs[i] for i in starts])
     for j in joiners:
         j.wait_event(lambda e: e == {"type": "start", "save": True}, 10, "start save true")
+    tcp_sends = [e for e in evs if e.get("type") == "transfer" and e.get("state") == "tcp"]
+    for j in joiners:
+        got = [e for e in j.events("transfer") if e.get("state") == "tcp"]
+        check(len(got) == (1 if tcp else 0), "%s tcp events: %r" % (j.name, got))
+    check(len(tcp_sends) == (len(joiners) if tcp else 0), "host tcp events: %r" % tcp_sends)
 
 
 def quit_all(lobbies):
@@ -98,8 +109,8 @@ def quit_all(lobbies):
         check(l.wait_exit(10) == 0, "%s exit status" % l.name)
 
 
-def matrix_run(env, tag, size, loss):
-    host, bob, carol = lobby_set(env, tag)
+def matrix_run(env, tag, size, loss, tcp=False, host_args=("--bulk-tcp", "off"), prefix=()):
+    host, bob, carol = lobby_set(env, tag, host_args=host_args, prefix=prefix)
     sav = make_save(os.path.join(env.dir, "save-" + tag), size)
     if loss:
         netsim((host, bob, carol), loss)
@@ -108,7 +119,7 @@ def matrix_run(env, tag, size, loss):
     for j in (bob, carol):
         j.wait_event(lambda e: e.get("type") == "save_ready", 120, "save_ready")
     secs = time.monotonic() - t0
-    check_round(host, (bob, carol), sav)
+    check_round(host, (bob, carol), sav, tcp=tcp)
     print("[xfer:%s] OK  (%d MB, loss=%d%%, %.2fs, ~%.1f MB/s to 2 peers)" % (
         tag, size // MiB, int(loss * 100), secs, size / MiB / secs), flush=True)
     quit_all((host, bob, carol))
@@ -147,11 +158,26 @@ def fail_then_retry(env):
     quit_all((host, bob, carol))
 
 
+def unreachable_tcp(env):
+    """The host offers TCP on its port, but SYNs to it are dropped: each
+    joiner gives up after three tries and the save comes over UDP."""
+    ns = Netns(env, "x")
+    port = 29471
+    ns.run("nft", "-f", "-", check=True, input=(
+        "table inet rallytest { chain in { type filter hook input priority 0; "
+        "tcp dport %d drop; }; }" % port).encode())
+    host_args = ("--local-port", str(port))
+    matrix_run(env, "tcp-unreachable-udp-fallback", 8 * MiB, 0, tcp=False, host_args=host_args,
+               prefix=ns.argv())
+
+
 def scenario(env):
     matrix_run(env, "clean-1", 20 * MiB, 0)
     matrix_run(env, "clean-2", 16 * MiB, 0)
     matrix_run(env, "lossy-8pct", 12 * MiB, 0.08)
     matrix_run(env, "lossy-15pct", 10 * MiB, 0.15)
+    matrix_run(env, "tcp-64MB", 64 * MiB, 0, tcp=True, host_args=())
+    unreachable_tcp(env)
     fail_then_retry(env)
 
 
