@@ -87,9 +87,13 @@ static void refuse(struct conn *c, const char *why)
 	unsigned long sup;
 
 	c->b->st.refused++;
+	/* Strangers are a peer's doing: one line per 10 s, the rest at debug. */
 	if (log_ratelimit_ok(&c->b->warn, ev_now(c->b->l->loop), 10000, &sup))
 		log_info("bulk-refused peer=%s reason=\"%s\" suppressed=%lu",
 			 addr_str(&c->peer, a, sizeof(a)), why, sup);
+	else
+		log_debug("bulk-refused peer=%s reason=\"%s\"", addr_str(&c->peer, a, sizeof(a)),
+			  why);
 	conn_close(c);
 }
 

@@ -788,7 +788,8 @@ static void begin_save_transfer(struct lobby_host *h, const char *path)
 	char err[PATH_MAX + 64], detail[PATH_MAX + 96];
 	size_t n = 0;
 
-	snprintf(h->last_shared, sizeof(h->last_shared), "%s", path);
+	if (path != h->last_shared)
+		snprintf(h->last_shared, sizeof(h->last_shared), "%s", path);
 	if (h->xfer != NULL) {
 		log_info("xfer-start-ignored reason=\"a transfer is already running\"");
 		return;
