@@ -24,6 +24,7 @@
 #include "stun.h"
 
 #define RX_BATCH     (128) /* datagrams per wakeup, as the reference drains */
+#define RX_MMSG      (32)  /* datagrams per recvmmsg */
 #define FRAG_SENDERS (256)
 
 struct lobby_net {
@@ -36,7 +37,10 @@ struct lobby_net {
 	struct frag_reasm *reasm;
 	uint32_t frag_id;
 	struct lobby_net_stats st;
-	uint8_t rx[NP1_MAX + 1];
+	uint8_t (*rx)[NP1_MAX + 1]; /* RX_MMSG receive buffers */
+	struct mmsghdr rxm[RX_MMSG];
+	struct iovec rxv[RX_MMSG];
+	struct addr rxa[RX_MMSG];
 	uint8_t plain[NP1_MAX + 1];
 	uint8_t tx[NP1_MAX + 1];
 	uint8_t sealed[NP1_MAX + 1];
@@ -359,17 +363,35 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 	struct lobby_net *n = arg;
 
 	(void)events;
-	for (int i = 0; i < RX_BATCH; i++) {
-		struct addr from;
-		ssize_t r;
+	/* A save round brings datagrams by the thousand: a batch per call. */
+	for (int done = 0; done < RX_BATCH;) {
+		int got;
 
-		r = addr_udp_recv(ev_io_fd(io), n->rx, sizeof(n->rx), &from);
-		if (r < 0)
-			return;
-		if ((size_t)r > NP1_MAX)
-			continue;
-		n->st.rx++;
-		on_datagram(n, &from, n->rx, (size_t)r);
+		for (int i = 0; i < RX_MMSG; i++) {
+			n->rxv[i] = (struct iovec){n->rx[i], sizeof(n->rx[i])};
+			n->rxm[i].msg_hdr = (struct msghdr){.msg_name = &n->rxa[i].ss,
+							    .msg_namelen = sizeof(n->rxa[i].ss),
+							    .msg_iov = &n->rxv[i],
+							    .msg_iovlen = 1};
+		}
+		got = recvmmsg(ev_io_fd(io), n->rxm, RX_MMSG, MSG_DONTWAIT, NULL);
+		if (got <= 0)
+			break;
+		for (int i = 0; i < got; i++) {
+			size_t len = n->rxm[i].msg_len;
+
+			if ((n->rxm[i].msg_hdr.msg_flags & MSG_TRUNC) || len > NP1_MAX)
+				continue;
+			n->rxa[i].len = n->rxm[i].msg_hdr.msg_namelen;
+			n->st.rx++;
+			on_datagram(n, &n->rxa[i], n->rx[i], len);
+			/* A callback may have ended the lobby (a quit, a reject). */
+			if (n->l->stopping)
+				return;
+		}
+		done += got;
+		if (got < RX_MMSG)
+			break;
 	}
 	frag_reasm_expire(n->reasm, ev_now(n->l->loop));
 }
@@ -394,27 +416,23 @@ int lobby_net_new(struct lobby *l, uint16_t port)
 {
 	struct lobby_net *n = calloc(1, sizeof(*n));
 	struct addr a;
-	int r;
+	int r = -ENOMEM;
 
 	if (n == NULL)
 		return -ENOMEM;
 	n->l = l;
 	n->fd = -1;
-	randombytes_buf(&n->frag_id, sizeof(n->frag_id));
+	n->rx = malloc(RX_MMSG * sizeof(*n->rx));
 	n->reasm = frag_reasm_new(FRAG_SENDERS);
-	if (n->reasm == NULL) {
-		free(n);
-		return -ENOMEM;
-	}
+	if (n->rx == NULL || n->reasm == NULL)
+		goto fail;
+	randombytes_buf(&n->frag_id, sizeof(n->frag_id));
 	/* IPv4 only, as netpunch: its races run without v6. */
 	addr_parse(&a, "0.0.0.0:0", -1);
 	addr_set_port(&a, port);
 	r = addr_udp_bind(&a);
-	if (r < 0) {
-		frag_reasm_free(n->reasm);
-		free(n);
-		return r;
-	}
+	if (r < 0)
+		goto fail;
 	n->fd = r;
 	n->port = addr_port(&a);
 	/* A save round bursts 256 chunks per peer per millisecond: 16 MiB each
@@ -423,13 +441,17 @@ int lobby_net_new(struct lobby *l, uint16_t port)
 	n->io = ev_io_add(l->loop, n->fd, EPOLLIN, on_read, n);
 	if (n->io == NULL) {
 		r = -errno;
-		close(n->fd);
-		frag_reasm_free(n->reasm);
-		free(n);
-		return r;
+		goto fail;
 	}
 	l->net = n;
 	return 0;
+fail:
+	if (n->fd >= 0)
+		close(n->fd);
+	frag_reasm_free(n->reasm);
+	free(n->rx);
+	free(n);
+	return r;
 }
 
 void lobby_net_free(struct lobby_net *n)
@@ -439,5 +461,6 @@ void lobby_net_free(struct lobby_net *n)
 	lobby_netsim_free(n->netsim);
 	ev_io_del(n->io, true);
 	frag_reasm_free(n->reasm);
+	free(n->rx);
 	free(n);
 }
