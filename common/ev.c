@@ -78,6 +78,15 @@ long long ev_monotonic_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+unsigned long long ev_monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000ULL +
+	       (unsigned long long)ts.tv_nsec / 1000ULL;
+}
+
 void ev_block_signals(void)
 {
 	sigset_t set;

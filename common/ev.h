@@ -62,6 +62,8 @@ long long ev_now(const struct ev_loop *loop);
 long long ev_now_update(struct ev_loop *loop);
 /* CLOCK_MONOTONIC in ms, without a loop. */
 long long ev_monotonic_ms(void);
+/* CLOCK_MONOTONIC in microseconds (the save transfer's pacer). */
+unsigned long long ev_monotonic_us(void);
 
 /* Watches fd for events (EPOLLIN/EPOLLOUT). The loop does not own fd until
  * ev_io_del(..., true). Returns NULL, errno set, on failure. */

@@ -1,6 +1,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,12 @@
 
 enum log_level log_max_level = LOG_LEVEL_INFO;
 static bool journal;
+/* The status line under the log on a terminal (log_status). */
+static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
+static char status[LOG_STATUS_MAX];
+static size_t status_len;
+static unsigned status_lines;
+static int status_tty = -1; /* -1: not asked yet */
 
 static bool stderr_is_journal(void)
 {
@@ -46,6 +53,20 @@ void log_init(enum log_level max, enum log_target target)
 bool log_is_journal(void)
 {
 	return journal;
+}
+
+/* The escapes that blank the status lines, the cursor left at the first. */
+static size_t erase(char *out)
+{
+	size_t k = 0;
+
+	memcpy(out, "\r\033[K", 4);
+	k = 4;
+	for (unsigned i = 1; i < status_lines; i++) {
+		memcpy(out + k, "\033[A\033[K", 6);
+		k += 6;
+	}
+	return k;
 }
 
 static void vemit_stamp(enum log_level lvl, int errnum, bool stamp, const char *fmt, va_list ap)
@@ -83,8 +104,55 @@ static void vemit_stamp(enum log_level lvl, int errnum, bool stamp, const char *
 			n = sizeof(line) - 2;
 	}
 	line[n++] = '\n';
-	/* One write per line keeps lines whole when several processes share stderr. */
-	(void)!write(STDERR_FILENO, line, n);
+	pthread_mutex_lock(&status_lock);
+	if (status_len > 0) {
+		/* Over the status lines, then the status lines again. */
+		char both[sizeof(line) + sizeof(status) + LOG_STATUS_LINES * 8];
+		size_t k = erase(both);
+
+		memcpy(both + k, line, n);
+		memcpy(both + k + n, status, status_len);
+		(void)!write(STDERR_FILENO, both, k + n + status_len);
+	} else {
+		/* One write per line keeps lines whole when several processes
+		 * share stderr. */
+		(void)!write(STDERR_FILENO, line, n);
+	}
+	pthread_mutex_unlock(&status_lock);
+}
+
+bool log_status_on(void)
+{
+	if (status_tty < 0)
+		status_tty = !journal && isatty(STDERR_FILENO) ? 1 : 0;
+	return status_tty == 1;
+}
+
+void log_status(const char *text)
+{
+	size_t n = text != NULL ? strlen(text) : 0, k;
+	char out[LOG_STATUS_MAX + LOG_STATUS_LINES * 8];
+	unsigned lines = n > 0 ? 1 : 0;
+
+	if (!log_status_on())
+		return;
+	if (n >= sizeof(status))
+		n = sizeof(status) - 1;
+	for (size_t i = 0; i < n; i++) {
+		if (text[i] == '\n' && ++lines > LOG_STATUS_LINES) {
+			n = i;
+			lines--;
+			break;
+		}
+	}
+	pthread_mutex_lock(&status_lock);
+	k = erase(out);
+	memcpy(status, text != NULL ? text : "", n);
+	status_len = n;
+	status_lines = lines;
+	memcpy(out + k, status, n);
+	(void)!write(STDERR_FILENO, out, k + n);
+	pthread_mutex_unlock(&status_lock);
 }
 
 static void vemit(enum log_level lvl, int errnum, const char *fmt, va_list ap)

@@ -36,6 +36,17 @@ bool log_is_journal(void);
 void log_emit(enum log_level lvl, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * A status line kept under the log when stderr is a terminal (not the
+ * journal, not a file): redrawn in place by each call, and again after every
+ * log line, so progress reads as one line per peer that moves. NULL or ""
+ * clears it. log_status_on says whether there is a terminal to draw on.
+ */
+#define LOG_STATUS_MAX   (2048)
+#define LOG_STATUS_LINES (16) /* lines at most; "\n" between them */
+void log_status(const char *text);
+bool log_status_on(void);
+
 #define log_enabled(lvl) ((lvl) <= log_max_level)
 
 /* log_warn appends ": strerror(errno)"; the x variants do not. */
