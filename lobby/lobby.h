@@ -90,6 +90,8 @@ struct lobby_cfg {
 	unsigned max_players; /* LOBBY_CAP; tests lower it */
 	uint64_t max_save;    /* bytes a joiner takes at most (--max-save) */
 	bool bulk_off;        /* --bulk-tcp off: no TCP side channel offered */
+	bool fast_off;        /* --fast-transfer off: netpunch's transfer alone */
+	uint64_t max_rate;    /* --max-rate: bytes/s a save goes to one peer at most (0: any) */
 	struct lobby_stun_server stun[LOBBY_MAX_STUN];
 	size_t nstun;
 	bool stun_off;
@@ -184,6 +186,7 @@ struct lobby {
 	struct lobby_rv *rv;
 	struct lobby_game *game;
 	struct lobby_ipc *ipc;
+	struct lobby_xprog *xprog; /* the terminal's transfer lines (lobby_xprog) */
 	/* The role (NULL for observe) and its state. */
 	const struct lobby_role *role;
 	void *role_data;

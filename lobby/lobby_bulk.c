@@ -260,6 +260,15 @@ static void on_accept(struct ev_io *io, uint32_t events, void *arg)
 		}
 		c->b = b;
 		c->peer = peer;
+		/* --max-rate holds for the stream too: the kernel paces it. */
+		if (b->l->cfg.max_rate > 0) {
+			uint64_t rate = b->l->cfg.max_rate;
+			uint32_t rate32 = rate > UINT32_MAX ? UINT32_MAX : (uint32_t)rate;
+
+			if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)) < 0)
+				setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate32,
+					   sizeof(rate32));
+		}
 		ev_timer_init(&c->hello_timer);
 		c->io = ev_io_add(b->l->loop, fd, EPOLLIN, on_conn, c);
 		if (c->io == NULL) {

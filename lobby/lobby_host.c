@@ -43,6 +43,7 @@ struct peer {
 	char name[LOBBY_NAME_MAX * 4 + 1];
 	long long last_ms;
 	bool mesh;
+	bool rally; /* its join offered rally's transfer extension */
 	char profile[JOINCODE_MAX_TEXT];
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
@@ -431,6 +432,7 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 		remember(h, p->name, p->company);
 	}
 	p->mesh = jm->mesh;
+	p->rally = jm->rally >= LOBBY_XFER_RALLY_V && !l->cfg.fast_off;
 	if (jm->profile != NULL)
 		snprintf(p->profile, sizeof(p->profile), "%s", jm->profile);
 	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
@@ -453,12 +455,15 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 {
 	char a[ADDR_STRLEN];
+	struct addr gone = p->addr;
 
 	log_info("peer-gone peer=%s name=\"%s\" reason=%s", addr_str(&p->addr, a, sizeof(a)),
 		 p->name, why);
-	if (h->xfer != NULL)
-		lobby_xsend_peer_gone(h->xfer, &p->addr);
+	/* Out of the table first: the round may resolve and start the others
+	 * now, and what it sends must not list the one who left. */
 	htab_remove(h->peers, p);
+	if (h->xfer != NULL)
+		lobby_xsend_peer_gone(h->xfer, &gone);
 	roster_changed(h);
 }
 
@@ -497,6 +502,7 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 	case LOBBY_MSG_FBEGIN_ACK:
 	case LOBBY_MSG_FACK:
 	case LOBBY_MSG_FDONE:
+	case LOBBY_MSG_XSTAT:
 		if (h->xfer != NULL)
 			lobby_xsend_on_msg(h->xfer, from, m);
 		return;
@@ -804,6 +810,7 @@ static void begin_save_transfer(struct lobby_host *h, const char *path)
 		if (h->started && p->started)
 			continue;
 		t[n].addr = p->addr;
+		t[n].rally = p->rally;
 		t[n++].name = p->name;
 	}
 	if (n == 0) {

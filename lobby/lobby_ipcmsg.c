@@ -208,6 +208,16 @@ int lobby_event_encode(const struct lobby_event *e, struct strbuf *out)
 		if (e->transfer.pct >= 0) {
 			pyjson_key(&j, "pct");
 			pyjson_int(&j, e->transfer.pct);
+			if (e->transfer.has_bytes) {
+				pyjson_key(&j, "bytes");
+				pyjson_int(&j, e->transfer.bytes);
+				pyjson_key(&j, "total");
+				pyjson_int(&j, e->transfer.total);
+				pyjson_key(&j, "rate");
+				pyjson_int(&j, e->transfer.rate);
+				pyjson_key(&j, "eta");
+				pyjson_int(&j, e->transfer.eta);
+			}
 		} else {
 			key_str(&j, "state", e->transfer.state);
 			if (e->transfer.detail != NULL)

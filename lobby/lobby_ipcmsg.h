@@ -109,12 +109,16 @@ struct lobby_event {
 			bool has_switch;
 		} start;
 		/* {"type": "transfer", "role": "send"|"recv", ["peer": name,]
-		 * then "pct": n, or "state": s[, "detail": d]}. */
+		 * then "pct": n, or "state": s[, "detail": d]}. Ours after
+		 * pct: "bytes", "total", "rate" (bytes/s since the last pct
+		 * event) and "eta" (seconds at that rate, -1: not known). */
 		struct {
 			bool send;        /* role send (host) or recv (joiner) */
 			const char *peer; /* send only */
 			int pct;          /* -1: a state event */
 			const char *state, *detail;
+			bool has_bytes;
+			long long bytes, total, rate, eta;
 		} transfer;
 		struct {
 			const char *name, *dir;

@@ -85,6 +85,9 @@ static void send_join(struct lobby_join *j, bool batches)
 		.has_batches = batches,
 		.batches = 1,
 		.profile = j->profile[0] != '\0' ? j->profile : NULL,
+		/* A rally host answers with its faster transfer; netpunch's
+		 * ignores the key. */
+		.rally = l->cfg.fast_off ? 0 : LOBBY_XFER_RALLY_V,
 	};
 	lobby_net_send_msg(l, &j->host, &m);
 }

@@ -49,6 +49,7 @@ static const char *const type_names[LOBBY_MSG_NTYPES] = {
 	[LOBBY_MSG_FBEGIN_ACK] = "fbegin_ack",
 	[LOBBY_MSG_FACK] = "fack",
 	[LOBBY_MSG_FDONE] = "fdone",
+	[LOBBY_MSG_XSTAT] = "xstat",
 };
 
 const char *lobby_msg_type_name(enum lobby_msg_type type)
@@ -324,7 +325,7 @@ static int decode_fbegin(struct lobby_msg_mem *mm, struct json_object *o,
 			 struct lobby_msg_fbegin *f)
 {
 	struct json_object *files = field(o, "files"), *batch = field(o, "batch");
-	struct json_object *tcp = field(o, "tcp");
+	struct json_object *tcp = field(o, "tcp"), *rally = field(o, "rally");
 	struct lobby_msg_file *v;
 	size_t n;
 	int e;
@@ -376,7 +377,50 @@ static int decode_fbegin(struct lobby_msg_mem *mm, struct json_object *o,
 		f->tcp_port = int_or(tcp, "port", 0);
 		f->tcp_token = jsonp_str(tcp, "token");
 	}
+	if (json_object_is_type(rally, json_type_object)) {
+		f->has_rally = true;
+		f->rally_v = int_or(rally, "v", 0);
+		f->rally_window = int_or(rally, "window", 0);
+		f->rally_fb_ms = int_or(rally, "fb_ms", 0);
+	}
 	return 0;
+}
+
+/* fbegin_ack's rally: {v, have: [ints]}, an even count of them kept. */
+static int decode_fbegin_ack(struct lobby_msg_mem *mm, struct json_object *o,
+			     struct lobby_msg_fbegin_ack *a)
+{
+	struct json_object *rally = field(o, "rally"), *have;
+	long long *v;
+	size_t len, n = 0;
+
+	if (get_sid(o, &a->sid) < 0)
+		return -EBADMSG;
+	a->ask = jsonp_bool(o, "ask", false);
+	a->has_tcp_port = jsonp_int(o, "tcp_port", &a->tcp_port);
+	if (json_object_is_type(rally, json_type_object)) {
+		a->has_rally = true;
+		a->rally_v = int_or(rally, "v", 0);
+		have = field(rally, "have");
+		if (json_object_is_type(have, json_type_array)) {
+			len = json_object_array_length(have);
+			if (len > 2 * LOBBY_MSG_MAX_HAVE)
+				len = 2 * LOBBY_MSG_MAX_HAVE;
+			v = mem_alloc(mm, len, sizeof(*v));
+			if (len > 0 && v == NULL)
+				return -ENOMEM;
+			for (size_t i = 0; i < len; i++) {
+				struct json_object *e = json_object_array_get_idx(have, i);
+
+				if (!json_object_is_type(e, json_type_int))
+					break;
+				v[n++] = json_object_get_int64(e);
+			}
+			a->nhave = n & ~(size_t)1;
+			a->have = v;
+		}
+	}
+	return get_names(mm, field(o, "need"), &a->need);
 }
 
 static int decode_fack(struct lobby_msg_mem *mm, struct json_object *o, struct lobby_msg_fack *f)
@@ -435,6 +479,7 @@ static int decode_fields(struct lobby_msg *m, struct json_object *o)
 		m->join.recovery = int_or(o, "recovery", 0);
 		m->join.has_batches = jsonp_int(o, "batches", &m->join.batches);
 		m->join.profile = jsonp_str(o, "profile");
+		m->join.rally = int_or(o, "rally", 0);
 		return 0;
 	case LOBBY_MSG_CHAT:
 		m->chat.from = jsonp_str(o, "from");
@@ -485,11 +530,7 @@ static int decode_fields(struct lobby_msg *m, struct json_object *o)
 	case LOBBY_MSG_FBEGIN:
 		return decode_fbegin(mm, o, &m->fbegin);
 	case LOBBY_MSG_FBEGIN_ACK:
-		if (get_sid(o, &m->fbegin_ack.sid) < 0)
-			return -EBADMSG;
-		m->fbegin_ack.ask = jsonp_bool(o, "ask", false);
-		m->fbegin_ack.has_tcp_port = jsonp_int(o, "tcp_port", &m->fbegin_ack.tcp_port);
-		return get_names(mm, field(o, "need"), &m->fbegin_ack.need);
+		return decode_fbegin_ack(mm, o, &m->fbegin_ack);
 	case LOBBY_MSG_FACK:
 		return decode_fack(mm, o, &m->fack);
 	case LOBBY_MSG_FDONE:
@@ -497,6 +538,15 @@ static int decode_fields(struct lobby_msg *m, struct json_object *o)
 			return -EBADMSG;
 		m->fdone.ok = jsonp_bool(o, "ok", false);
 		m->fdone.final = jsonp_bool(o, "final", false);
+		return 0;
+	case LOBBY_MSG_XSTAT:
+		if (get_sid(o, &m->xstat.sid) < 0)
+			return -EBADMSG;
+		m->xstat.got = int_or(o, "got", -1);
+		m->xstat.hs = int_or(o, "hs", -1);
+		m->xstat.age_us = int_or(o, "age_us", -1);
+		m->xstat.lost = int_or(o, "lost", -1);
+		m->xstat.t_us = int_or(o, "t_us", -1);
 		return 0;
 	case LOBBY_MSG_NTYPES:
 		break;
@@ -711,6 +761,14 @@ static void encode_fbegin(struct pyjson *j, const struct lobby_msg_fbegin *f)
 		key_str(j, "token", f->tcp_token);
 		pyjson_obj_end(j);
 	}
+	if (f->has_rally) {
+		pyjson_key(j, "rally");
+		pyjson_obj_begin(j);
+		key_int(j, "v", f->rally_v);
+		key_int(j, "window", f->rally_window);
+		key_int(j, "fb_ms", f->rally_fb_ms);
+		pyjson_obj_end(j);
+	}
 }
 
 static void encode_fields(struct pyjson *j, const struct lobby_msg *m)
@@ -731,6 +789,8 @@ static void encode_fields(struct pyjson *j, const struct lobby_msg *m)
 			key_int(j, "batches", m->join.batches);
 		if (m->join.profile != NULL)
 			key_str(j, "profile", m->join.profile);
+		if (m->join.rally != 0)
+			key_int(j, "rally", m->join.rally);
 		return;
 	case LOBBY_MSG_CHAT:
 		if (m->chat.from != NULL)
@@ -799,6 +859,17 @@ static void encode_fields(struct pyjson *j, const struct lobby_msg *m)
 		key_bool(j, "ask", m->fbegin_ack.ask);
 		if (m->fbegin_ack.has_tcp_port)
 			key_int(j, "tcp_port", m->fbegin_ack.tcp_port);
+		if (m->fbegin_ack.has_rally) {
+			pyjson_key(j, "rally");
+			pyjson_obj_begin(j);
+			key_int(j, "v", m->fbegin_ack.rally_v);
+			pyjson_key(j, "have");
+			pyjson_arr_begin(j);
+			for (size_t i = 0; i < m->fbegin_ack.nhave; i++)
+				pyjson_int(j, m->fbegin_ack.have[i]);
+			pyjson_arr_end(j);
+			pyjson_obj_end(j);
+		}
 		return;
 	case LOBBY_MSG_FACK:
 		key_int(j, "sid", m->fack.sid);
@@ -817,6 +888,14 @@ static void encode_fields(struct pyjson *j, const struct lobby_msg *m)
 		key_bool(j, "ok", m->fdone.ok);
 		if (!m->fdone.ok && m->fdone.final)
 			key_bool(j, "final", true);
+		return;
+	case LOBBY_MSG_XSTAT:
+		key_int(j, "sid", m->xstat.sid);
+		key_int(j, "got", m->xstat.got);
+		key_int(j, "hs", m->xstat.hs);
+		key_int(j, "age_us", m->xstat.age_us);
+		key_int(j, "lost", m->xstat.lost);
+		key_int(j, "t_us", m->xstat.t_us);
 		return;
 	}
 }

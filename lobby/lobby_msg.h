@@ -25,6 +25,7 @@ struct pyjson;
 #define LOBBY_MSG_MAX_ITEMS (4096) /* entries of one list or dict we keep */
 #define LOBBY_MSG_MAX_NACK  (128)  /* §11: at most 128 NACKs in a fack */
 #define LOBBY_MSG_MAX_FILES (64)
+#define LOBBY_MSG_MAX_HAVE  (256) /* resume ranges in a rally fbegin_ack */
 
 enum lobby_msg_type {
 	LOBBY_MSG_UNKNOWN = 0, /* a JSON object whose string t we do not know */
@@ -51,6 +52,7 @@ enum lobby_msg_type {
 	LOBBY_MSG_FBEGIN_ACK,
 	LOBBY_MSG_FACK,
 	LOBBY_MSG_FDONE,
+	LOBBY_MSG_XSTAT, /* rally's extension (docs/transfer.md) */
 	LOBBY_MSG_NTYPES
 };
 
@@ -111,6 +113,7 @@ struct lobby_msg_join {
 	bool has_batches; /* the first join has "batches": 1, a rename none */
 	long long batches;
 	const char *profile; /* the joiner's own code, NULL: absent */
+	long long rally;     /* rally's transfer extension version, 0: absent */
 };
 
 struct lobby_msg_chat {
@@ -180,6 +183,9 @@ struct lobby_msg_fbegin {
 	bool has_tcp; /* tcp: {port, token} ({token} alone when port is 0) */
 	long long tcp_port;
 	const char *tcp_token;
+	/* rally: {v, window, fb_ms}, only to a joiner whose join had rally. */
+	bool has_rally;
+	long long rally_v, rally_window, rally_fb_ms;
 };
 
 struct lobby_msg_fbegin_ack {
@@ -188,6 +194,12 @@ struct lobby_msg_fbegin_ack {
 	bool ask;
 	bool has_tcp_port;
 	long long tcp_port;
+	/* rally: {v, have: [from, to, ...]}: the chunks [from, to) a resuming
+	 * joiner already holds. */
+	bool has_rally;
+	long long rally_v;
+	size_t nhave; /* values, pairs of them */
+	const long long *have;
 };
 
 struct lobby_msg_fack {
@@ -204,6 +216,14 @@ struct lobby_msg_fdone {
 	uint32_t sid;
 	bool ok;
 	bool final; /* written only with ok false */
+};
+
+/* rally's receiver report, beside each fack in a rally round: chunks held
+ * (got), the highest seq seen (hs, -1: none), how long ago it arrived
+ * (age_us), the gaps seen below it so far (lost), its clock (t_us). */
+struct lobby_msg_xstat {
+	uint32_t sid;
+	long long got, hs, age_us, lost, t_us;
 };
 
 struct lobby_msg_mem;
@@ -231,6 +251,7 @@ struct lobby_msg {
 		struct lobby_msg_fbegin_ack fbegin_ack;
 		struct lobby_msg_fack fack;
 		struct lobby_msg_fdone fdone;
+		struct lobby_msg_xstat xstat;
 	};
 	struct lobby_msg_mem *mem; /* what decode allocated */
 };

@@ -3,6 +3,7 @@
  * temporaries written by range, hashing streamed (netpunch-wire.md §11).
  */
 #include "lobby_save.h"
+#include "lobby_partial.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,15 @@ static const char *const allowed[LOBBY_SAVE_FILES] = {
 	LOBBY_SAVE_BASENAME ".sav.lua",
 	LOBBY_SAVE_BASENAME ".jpg",
 };
+
+int lobby_save_allowed(const char *wire)
+{
+	for (int k = 0; k < LOBBY_SAVE_FILES; k++) {
+		if (strcmp(wire, allowed[k]) == 0)
+			return k;
+	}
+	return -1;
+}
 
 static void init(struct lobby_save *s)
 {
@@ -309,8 +319,9 @@ static int tmp_name(char *dst, size_t size, const char *io_dir, const char *wire
 
 int lobby_save_open_sink(struct lobby_save *s, const char *io_dir,
 			 const struct lobby_save_offer *files, size_t n, uint64_t total,
-			 const char *sha256, uint64_t cap, char *err, size_t errsize)
+			 const char *sha256, uint64_t cap, bool resume, char *err, size_t errsize)
 {
+	char kept[PATH_MAX];
 	uint64_t sum = 0;
 	int r;
 
@@ -369,7 +380,21 @@ int lobby_save_open_sink(struct lobby_save *s, const char *io_dir,
 			return -ENAMETOOLONG;
 		}
 		s->n++;
-		f->fd = open(s->tmp[i], O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+		/* Resuming: the kept file becomes the temporary again. */
+		if (resume) {
+			r = lobby_partial_name(kept, sizeof(kept), io_dir, f->wire);
+			if (r == 0 && rename(kept, s->tmp[i]) < 0)
+				r = -errno;
+			if (r < 0) {
+				snprintf(err, errsize, "cannot take back the kept %s: %s", f->wire,
+					 strerror(-r));
+				lobby_save_close(s);
+				return r;
+			}
+		}
+		f->fd = open(s->tmp[i],
+			     O_RDWR | O_CREAT | (resume ? 0 : O_TRUNC) | O_CLOEXEC | O_NOFOLLOW,
+			     0644);
 		if (f->fd < 0) {
 			r = -errno;
 			snprintf(err, errsize, "write error: %s: %s", s->tmp[i], strerror(-r));

@@ -65,8 +65,9 @@ ssize_t lobby_save_read(struct lobby_save *s, uint64_t off, uint8_t *buf, size_t
  * allowed (err: "refused: sender proposed unexpected filename(s) [...]",
  * the list as Python's repr writes it), a name twice, sizes that do not add
  * up to total, a total over cap. Then opens a temporary per file beside
- * its final name and reserves its size (a full disk fails here). Returns 0
- * or -errno with err set.
+ * its final name and reserves its size (a full disk fails here); with
+ * resume, the temporaries are the files lobby_partial kept (their data
+ * stays). Returns 0 or -errno with err set.
  */
 struct lobby_save_offer {
 	const char *name; /* NULL: not a string */
@@ -75,7 +76,7 @@ struct lobby_save_offer {
 };
 int lobby_save_open_sink(struct lobby_save *s, const char *io_dir,
 			 const struct lobby_save_offer *files, size_t n, uint64_t total,
-			 const char *sha256, uint64_t cap, char *err, size_t errsize);
+			 const char *sha256, uint64_t cap, bool resume, char *err, size_t errsize);
 
 /* Writes blob bytes [off, off + len). 0 or -errno (-ENOSPC: the disk). */
 int lobby_save_write(struct lobby_save *s, uint64_t off, const uint8_t *data, size_t len);
@@ -93,6 +94,9 @@ int lobby_save_commit(struct lobby_save *s, const char *io_dir);
 
 /* Closes the files; a sink's temporaries are removed. */
 void lobby_save_close(struct lobby_save *s);
+
+/* The whitelist's index of a file name (0 .sav, 1 .sav.lua, 2 .jpg), or -1. */
+int lobby_save_allowed(const char *wire);
 
 /* Removes io_dir/incoming_save.{sav,sav.lua,jpg} and our temporaries (what
  * a joiner does before joining). Returns how many went. */

@@ -36,6 +36,17 @@ struct lobby_save;
 #define LOBBY_XFER_MAX_RETRIES   (3) /* a receiver's re-requests after a mismatch */
 #define LOBBY_XFER_MAX_HOLES     (4096)
 
+/* rally's extension between two rally-lobbies (docs/transfer.md): the
+ * joiner offers it in its join, the host answers in its fbegin; chunks as
+ * large as the path takes, feedback every 10 ms with an xstat report
+ * beside each fack, a paced sender (lobby_cc), resume. */
+#define LOBBY_XFER_RALLY_V        (1)
+#define LOBBY_XFER_CHUNK_RALLY_LO (61440) /* to a rally joiner on loopback */
+#define LOBBY_XFER_RALLY_WINDOW   (8192)  /* chunks past base */
+#define LOBBY_XFER_RALLY_FB_MS    (10)
+#define LOBBY_XFER_RALLY_RING     (16384) /* send times kept (> window) */
+#define LOBBY_XFER_MAX_REWINDS    (LOBBY_XFER_MAX_RETRIES + 1)
+
 /* The window a chunk size implies (both ends derive it the same way). */
 unsigned lobby_xfer_window(long long chunk);
 
@@ -53,6 +64,7 @@ enum lobby_xsend_state {
 struct lobby_xsend_target {
 	struct addr addr;
 	const char *name; /* copied */
+	bool rally;       /* its join offered rally's extension */
 };
 
 struct lobby_xsend_ops {

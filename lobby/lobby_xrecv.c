@@ -7,6 +7,12 @@
  * mismatch re-requested from base 0 up to three times, the files renamed
  * into place, then save_ready and fdone (every 0.2 s forty times, then every
  * second, and at once for any chunk that still comes).
+ *
+ * From a rally host (its fbegin carries rally, docs/transfer.md) the
+ * feedback comes every 10 ms, its NACKs name only the holes below the
+ * highest chunk seen (the rest are on their way, not lost), and an xstat
+ * report follows each fack for the host's pacer. A round left unfinished
+ * is kept (lobby_partial) and the next one of the same blob resumes it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -17,8 +23,10 @@
 #include "frame.h"
 #include "lobby.h"
 #include "lobby_bulk.h"
+#include "lobby_partial.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
+#include "lobby_xprog.h"
 #include "log.h"
 
 #define DONE_FAST    (40)
@@ -54,6 +62,18 @@ struct lobby_xrecv {
 	/* The bulk stream, while one is tried or flows. */
 	struct lobby_bulk_pull *pull;
 	uint64_t tcp_off, tcp_mark;
+	/* rally's: the feedback interval, the highest seq seen and when, the
+	 * gaps below it, what a resumed round kept (the have it acks). */
+	bool rally;
+	unsigned fb_ms;
+	long long hs;
+	unsigned long long hs_at_us;
+	uint64_t lost, resumed;
+	long long kept[2 * LOBBY_MSG_MAX_HAVE];
+	size_t nkept;
+	/* For the events' rate and time left. */
+	long long began_ms, mark_ms;
+	uint64_t mark_bytes;
 };
 
 unsigned lobby_xfer_window(long long chunk)
@@ -91,7 +111,12 @@ static void send_ack(struct lobby_xrecv *x)
 	/* We take every save as it is: no mods to fetch (mod rounds are not
 	 * built), so need is empty and nobody is asked. */
 	lobby_msg_init(&m, LOBBY_MSG_FBEGIN_ACK);
-	m.fbegin_ack = (struct lobby_msg_fbegin_ack){.sid = x->sid, .need = {false, 0, NULL}};
+	m.fbegin_ack = (struct lobby_msg_fbegin_ack){.sid = x->sid,
+						     .need = {false, 0, NULL},
+						     .has_rally = x->rally,
+						     .rally_v = LOBBY_XFER_RALLY_V,
+						     .nhave = x->nkept,
+						     .have = x->kept};
 	x->ops.send(x->l, &m);
 }
 
@@ -104,6 +129,9 @@ static void send_fack(struct lobby_xrecv *x)
 
 	if (end > x->total_chunks)
 		end = x->total_chunks;
+	/* rally: what lies past the highest chunk seen is on its way. */
+	if (x->rally && x->hs + 1 < (long long)end)
+		end = x->hs < 0 ? 0 : (uint64_t)x->hs;
 	for (uint64_t s = x->base; s < end && n < LOBBY_XFER_MAX_NACK; s++) {
 		if (!held(x, s))
 			nack[n++] = (long long)s;
@@ -118,6 +146,18 @@ static void send_fack(struct lobby_xrecv *x)
 	if (x->finalizing && x->save != NULL)
 		m.fack.progress = (long long)atomic_load(&x->save->progress);
 	x->ops.send(x->l, &m);
+	if (!x->rally)
+		return;
+	lobby_msg_init(&m, LOBBY_MSG_XSTAT);
+	m.xstat = (struct lobby_msg_xstat){
+		.sid = x->sid,
+		.got = (long long)x->recv_count,
+		.hs = x->hs,
+		.age_us = x->hs < 0 ? 0 : (long long)(ev_monotonic_us() - x->hs_at_us),
+		.lost = (long long)x->lost,
+		.t_us = (long long)ev_monotonic_us(),
+	};
+	x->ops.send(x->l, &m);
 }
 
 static void emit_state(struct lobby_xrecv *x, const char *state)
@@ -130,12 +170,19 @@ static void emit_state(struct lobby_xrecv *x, const char *state)
 	lobby_ipc_emit(x->l, &e);
 }
 
+/* A pct event with the bytes so far, the rate since the last one and the
+ * time left at that rate. */
 static void emit_pct(struct lobby_xrecv *x, int pct)
 {
 	struct lobby_event e = {.type = LOBBY_EV_TRANSFER};
+	long long now = ev_now(x->l->loop);
+	uint64_t bytes = x->recv_count * x->chunk;
 
+	if (bytes > x->total_bytes || pct == 100)
+		bytes = x->total_bytes;
 	e.transfer.send = false;
 	e.transfer.pct = pct;
+	lobby_xfer_rate(&e, bytes, x->total_bytes, &x->mark_ms, &x->mark_bytes, now);
 	lobby_ipc_emit(x->l, &e);
 }
 
@@ -156,10 +203,41 @@ static void progress(struct lobby_xrecv *x)
 	x->ops.send(x->l, &m);
 }
 
+/* The terminal's line for what we receive. */
+static void row(struct lobby_xrecv *x, const char *state)
+{
+	uint64_t bytes = x->recv_count * x->chunk;
+
+	if (x->tcp_off > bytes)
+		bytes = x->tcp_off;
+	lobby_xprog_row(x->l, "save", bytes < x->total_bytes ? bytes : x->total_bytes,
+			x->total_bytes, state);
+}
+
+/* A rally round left unfinished: what it wrote is kept for the next. */
+static void keep_sink(struct lobby_xrecv *x)
+{
+	long long kept;
+
+	if (!x->rally || x->save == NULL || x->job != NULL || x->failed || x->complete ||
+	    x->finalizing || x->recv_count == 0 || x->have == NULL)
+		return;
+	kept = lobby_partial_keep(x->save, x->io_dir, x->chunk, x->have, x->total_chunks);
+	free(x->save);
+	x->save = NULL;
+	if (kept < 0)
+		log_warnx("xfer-recv-keep-failed sid=%u error=\"%s\"", x->sid,
+			  strerror((int)-kept));
+	else
+		log_info("xfer-recv-kept sid=%u chunks=%lld of=%llu", x->sid, kept,
+			 (unsigned long long)x->total_chunks);
+}
+
 static void close_sink(struct lobby_xrecv *x)
 {
 	lobby_bulk_pull_free(x->pull);
 	x->pull = NULL;
+	keep_sink(x);
 	if (x->job != NULL) {
 		/* The worker still has it: it is closed when the job is done. */
 		x->job->x = NULL;
@@ -181,6 +259,7 @@ static void fail(struct lobby_xrecv *x, const char *why)
 
 	x->failed = true;
 	x->finalizing = false;
+	row(x, "failed");
 	close_sink(x);
 	snprintf(detail, sizeof(detail), "save transfer failed: %s", why);
 	log_warnx("xfer-recv-fail sid=%u reason=\"%s\"", x->sid, why);
@@ -197,7 +276,9 @@ static void on_tick(struct ev_timer *t, void *arg)
 		return;
 	if (!x->complete) {
 		send_fack(x);
-		ev_timer_start(x->l->loop, t, LOBBY_XFER_FEEDBACK_MS, on_tick, x);
+		row(x, NULL);
+		ev_timer_start(x->l->loop, t, x->rally ? x->fb_ms : LOBBY_XFER_FEEDBACK_MS, on_tick,
+			       x);
 		return;
 	}
 	/* fdone: every 0.2 s forty times, then every second until a new
@@ -266,14 +347,18 @@ static void verify_done(void *arg, bool cancelled)
 		log_warnx("xfer-recv-mismatch sid=%u attempt=%d", x->sid, x->retries);
 		memset(x->have, 0, (size_t)((x->total_chunks + 7) / 8));
 		x->base = x->recv_count = 0;
+		x->hs = -1;
 		x->last_pct = -1;
 		send_fack(x);
 		return;
 	}
 	free(j);
 	x->complete = true;
-	log_info("xfer-recv-done sid=%u bytes=%llu files=%zu", x->sid,
-		 (unsigned long long)x->total_bytes, x->nfiles);
+	log_info("xfer-recv-done sid=%u bytes=%llu files=%zu resumed=%llu ms=%lld", x->sid,
+		 (unsigned long long)x->total_bytes, x->nfiles, (unsigned long long)x->resumed,
+		 ev_now(x->l->loop) - x->began_ms);
+	x->recv_count = x->total_chunks;
+	row(x, "done");
 	lobby_save_close(x->save);
 	free(x->save);
 	x->save = NULL;
@@ -288,6 +373,9 @@ static void finalize(struct lobby_xrecv *x)
 {
 	struct verify_job *j = calloc(1, sizeof(*j));
 
+	log_info("xfer-recv-complete sid=%u bytes=%llu ms=%lld lost=%llu then=verify", x->sid,
+		 (unsigned long long)x->total_bytes, ev_now(x->l->loop) - x->began_ms,
+		 (unsigned long long)x->lost);
 	if (j == NULL) {
 		fail(x, "out of memory");
 		return;
@@ -309,11 +397,100 @@ static void finalize(struct lobby_xrecv *x)
 
 static void maybe_pull(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb);
 
+/* The chunks a kept partial holds, marked held and named in the ack's have
+ * (its first LOBBY_MSG_MAX_HAVE runs; the rest are dropped, so both ends
+ * agree on what is here). */
+static void take_partial(struct lobby_xrecv *x, const struct lobby_partial *p)
+{
+	for (size_t i = 0; i < p->nranges && x->nkept + 2 <= 2 * LOBBY_MSG_MAX_HAVE; i++) {
+		uint64_t from = p->ranges[i][0], to = p->ranges[i][1];
+
+		for (uint64_t s = from; s < to; s++) {
+			x->have[s / 8] |= (uint8_t)(1u << (s % 8));
+			x->recv_count++;
+		}
+		x->kept[x->nkept++] = (long long)from;
+		x->kept[x->nkept++] = (long long)to;
+	}
+	x->resumed = x->recv_count;
+	while (x->base < x->total_chunks && held(x, x->base))
+		x->base++;
+}
+
+/*
+ * The sink for an fbegin: the whitelist and the cap checked by
+ * lobby_save_open_sink before anything is written; in a rally round, the
+ * files kept from an unfinished round of the same blob taken back (any
+ * other kept partial is dropped).
+ */
+static int open_sink(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb, char *err,
+		     size_t errsize)
+{
+	struct lobby_save_offer all[LOBBY_MSG_MAX_FILES];
+	struct lobby_partial *p = NULL;
+	size_t n = fb->nfiles;
+	bool resume = false;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		all[i] = (struct lobby_save_offer){fb->files[i].name, fb->files[i].size,
+						   fb->files[i].sha256};
+	if (x->rally && (p = malloc(sizeof(*p))) != NULL) {
+		r = lobby_partial_load(x->io_dir, p);
+		if (r == 0 &&
+		    lobby_partial_matches(p, fb->sha256, x->total_bytes, x->chunk, all, n))
+			resume = true;
+		else if (r == 0)
+			log_info("xfer-recv-partial-other sid=%u (dropped)", x->sid);
+		else if (r == -EBADMSG)
+			log_warnx("xfer-recv-partial-corrupt sid=%u (dropped)", x->sid);
+	}
+	if (!resume)
+		lobby_partial_drop(x->io_dir);
+	x->save = calloc(1, sizeof(*x->save));
+	x->have = calloc(1, (size_t)((x->total_chunks + 7) / 8) + 1);
+	if (x->save == NULL || x->have == NULL) {
+		snprintf(err, errsize, "cannot allocate %llu chunks",
+			 (unsigned long long)x->total_chunks);
+		r = -ENOMEM;
+		goto out;
+	}
+	r = lobby_save_open_sink(x->save, x->io_dir, all, n, x->total_bytes, fb->sha256, x->cap,
+				 resume, err, errsize);
+	if (r < 0 && resume) {
+		log_warnx("xfer-recv-resume-failed sid=%u error=\"%s\"", x->sid, err);
+		lobby_partial_drop(x->io_dir);
+		resume = false;
+		r = lobby_save_open_sink(x->save, x->io_dir, all, n, x->total_bytes, fb->sha256,
+					 x->cap, false, err, errsize);
+	}
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		snprintf(x->files[i], sizeof(x->files[i]), "%s", x->save->f[i].wire);
+	x->nfiles = n;
+	if (resume) {
+		take_partial(x, p);
+		lobby_partial_drop(x->io_dir); /* the files are ours again */
+		log_info("xfer-recv-resume sid=%u kept=%llu of=%llu base=%llu", x->sid,
+			 (unsigned long long)x->resumed, (unsigned long long)x->total_chunks,
+			 (unsigned long long)x->base);
+	}
+out:
+	free(p);
+	if (r < 0) {
+		free(x->save);
+		x->save = NULL;
+		free(x->have);
+		x->have = NULL;
+	}
+	return r;
+}
+
 void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb)
 {
 	char err[512];
 	uint64_t chunk;
-	int r;
 
 	if (x->has_sid && fb->sid == x->sid) {
 		/* A repeat: the verdict again, or the ack again. */
@@ -339,6 +516,14 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 	x->last_pct = -1;
 	x->done_sends = 0;
 	x->nfiles = 0;
+	x->hs = -1;
+	x->lost = x->resumed = 0;
+	x->nkept = 0;
+	x->tcp_off = x->tcp_mark = 0;
+	x->began_ms = x->mark_ms = ev_now(x->l->loop);
+	x->mark_bytes = 0;
+	/* rally's extension, when the host offers it and we take it. */
+	x->rally = fb->has_rally && fb->rally_v >= LOBBY_XFER_RALLY_V && !x->l->cfg.fast_off;
 	if (fb->kind != NULL && strcmp(fb->kind, "mods") == 0) {
 		fail(x, "refused: this lobby does not take mod packs");
 		return;
@@ -346,60 +531,47 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 	chunk = fb->chunk > 0 ? (uint64_t)fb->chunk : LOBBY_XFER_CHUNK_DATA;
 	x->chunk = chunk;
 	x->window = lobby_xfer_window((long long)chunk);
+	if (x->rally) {
+		x->window = fb->rally_window >= 64 && fb->rally_window <= 65536
+				    ? (unsigned)fb->rally_window
+				    : LOBBY_XFER_RALLY_WINDOW;
+		x->fb_ms = fb->rally_fb_ms >= 5 && fb->rally_fb_ms <= LOBBY_XFER_FEEDBACK_MS
+				   ? (unsigned)fb->rally_fb_ms
+				   : LOBBY_XFER_RALLY_FB_MS;
+	}
 	x->total_bytes = fb->total_bytes > 0 ? (uint64_t)fb->total_bytes : 0;
 	x->total_chunks = fb->total_chunks > 0 ? (uint64_t)fb->total_chunks : 0;
-	{
-		struct lobby_save_offer all[LOBBY_MSG_MAX_FILES];
-		size_t n = fb->nfiles;
-
-		for (size_t i = 0; i < n; i++)
-			all[i] = (struct lobby_save_offer){fb->files[i].name, fb->files[i].size,
-							   fb->files[i].sha256};
-		x->save = calloc(1, sizeof(*x->save));
-		if (x->save == NULL) {
-			fail(x, "out of memory");
-			return;
-		}
-		r = lobby_save_open_sink(x->save, x->io_dir, all, n, x->total_bytes, fb->sha256,
-					 x->cap, err, sizeof(err));
-		if (r < 0) {
-			free(x->save);
-			x->save = NULL;
-			fail(x, err);
-			return;
-		}
-		for (size_t i = 0; i < n; i++)
-			snprintf(x->files[i], sizeof(x->files[i]), "%s", x->save->f[i].wire);
-		x->nfiles = n;
-	}
 	/* The chunk count must be the one the sizes give, or some chunk could
 	 * never land (netpunch does not check; a stranger's fbegin might). */
 	if (chunk > NP1_MAX || x->total_chunks != (x->total_bytes + chunk - 1) / chunk) {
 		snprintf(err, sizeof(err), "refused: %llu chunks of %llu bytes cannot hold %llu",
 			 (unsigned long long)x->total_chunks, (unsigned long long)chunk,
 			 (unsigned long long)x->total_bytes);
+		lobby_partial_drop(x->io_dir);
 		fail(x, err);
 		return;
 	}
-	x->have = calloc(1, (size_t)((x->total_chunks + 7) / 8) + 1);
-	if (x->have == NULL) {
-		snprintf(err, sizeof(err), "cannot allocate %llu chunks",
-			 (unsigned long long)x->total_chunks);
+	if (open_sink(x, fb, err, sizeof(err)) < 0) {
 		fail(x, err);
 		return;
 	}
-	log_info("xfer-recv-begin sid=%u bytes=%llu chunks=%llu chunk=%llu files=%zu", x->sid,
-		 (unsigned long long)x->total_bytes, (unsigned long long)x->total_chunks,
-		 (unsigned long long)chunk, x->nfiles);
-	maybe_pull(x, fb);
+	log_info("xfer-recv-begin sid=%u bytes=%llu chunks=%llu chunk=%llu files=%zu rally=%d "
+		 "resumed=%llu",
+		 x->sid, (unsigned long long)x->total_bytes, (unsigned long long)x->total_chunks,
+		 (unsigned long long)chunk, x->nfiles, x->rally, (unsigned long long)x->resumed);
+	/* What is kept goes by UDP: the stream would bring it all again. */
+	if (x->resumed == 0)
+		maybe_pull(x, fb);
 	send_ack(x);
-	emit_pct(x, 0);
-	x->last_pct = 0;
-	if (x->total_chunks == 0) {
+	emit_pct(x, x->total_chunks == 0 ? 0 : (int)(x->recv_count * 100 / x->total_chunks));
+	x->last_pct = x->total_chunks == 0 ? 0 : (int)(x->recv_count * 100 / x->total_chunks);
+	row(x, NULL);
+	if (x->base == x->total_chunks) {
 		finalize(x);
 		return;
 	}
-	ev_timer_start(x->l->loop, &x->tick, LOBBY_XFER_FEEDBACK_MS, on_tick, x);
+	ev_timer_start(x->l->loop, &x->tick, x->rally ? x->fb_ms : LOBBY_XFER_FEEDBACK_MS, on_tick,
+		       x);
 }
 
 /* ---- the bulk stream: bytes from offset 0, cut into the chunks they fill ---- */
@@ -499,7 +671,16 @@ void lobby_xrecv_on_chunk(struct lobby_xrecv *x, const uint8_t *p, size_t len)
 		send_fdone(x, true); /* it still sends: tell it again */
 		return;
 	}
-	if (x->finalizing || x->failed || seq >= x->total_chunks || held(x, seq))
+	if (x->finalizing || x->failed || seq >= x->total_chunks)
+		return;
+	if (x->rally && (long long)seq > x->hs) {
+		/* The ones skipped on the way up, not held: lost once. */
+		for (uint64_t s = (uint64_t)(x->hs + 1); s < seq; s++)
+			x->lost += !held(x, s);
+		x->hs = seq;
+		x->hs_at_us = ev_monotonic_us();
+	}
+	if (held(x, seq))
 		return;
 	off = (uint64_t)seq * x->chunk;
 	if (off > x->total_bytes || dlen > x->total_bytes - off) {

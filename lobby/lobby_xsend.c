@@ -9,6 +9,13 @@
  * progress (300 s while it verifies with moving progress). A fack with a
  * lower base is a receiver starting over. Events at every 10 % of a
  * target's base, done on its fdone.
+ *
+ * A target whose join offered rally's extension (docs/transfer.md) gets its
+ * own cut of the blob (61,440-byte chunks on loopback), an fbegin saying
+ * so, and a paced pump: lobby_cc decides how many bytes may go, the holes
+ * below the highest chunk it has seen go first (a retransmission again
+ * only after a round trip), and its xstat reports feed the model. What it
+ * already holds from a round it left (its fbegin_ack's have) is skipped.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,12 +29,16 @@
 #include "frame.h"
 #include "lobby.h"
 #include "lobby_bulk.h"
+#include "lobby_cc.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
 #include "log.h"
 
-#define PUMP_MS   (1)
-#define DGRAM_HDR (NP1_HDR + NPF1_HDR)
+#define PUMP_MS      (1)
+#define DGRAM_HDR    (NP1_HDR + NPF1_HDR)
+#define RALLY_BUDGET (512) /* datagrams per rally peer per pump */
+#define RING         LOBBY_XFER_RALLY_RING
+#define RETX_FLAG    (1ULL) /* the low bit of a send time: a retransmission */
 
 struct tgt {
 	struct addr addr;
@@ -35,14 +46,37 @@ struct tgt {
 	enum lobby_xsend_state state;
 	bool ready, verifying, nudged;
 	bool tcp;           /* a bulk stream carries it */
+	bool streamed;      /* one did, some time in this round */
 	long long tcp_done; /* when the stream ended (0: not yet) */
+	/* Its cut of the blob: the round's, or a rally joiner's own. */
+	bool rally;
+	uint64_t chunk, total_chunks;
+	unsigned window;
 	uint64_t base, next;
+	uint64_t sent_max;                    /* one past the highest seq sent over UDP */
+	unsigned rewinds;                     /* restarts from a lower base */
 	uint32_t holes[LOBBY_XFER_MAX_HOLES]; /* ascending, >= base */
 	size_t nholes;
 	long long last_fack, last_resend, last_advance, last_begin, last_nudge;
 	bool has_progress;
 	long long progress;
 	int last_pct;
+	/* rally's pump. */
+	struct lobby_cc cc;
+	uint64_t *sent_us; /* RING send times, by seq % RING */
+	uint8_t *held;     /* what a resuming receiver holds already */
+	uint64_t resumed;  /* chunks it kept */
+	long long hs;      /* the highest seq it has seen */
+	bool x_have;
+	long long x_got, x_lost, x_hs, x_t_us; /* its last xstat */
+	uint64_t retx_out;                     /* retransmissions since */
+	uint64_t srtt_us;
+	double loss; /* of first transmissions, smoothed */
+	bool app_limited;
+	uint64_t dgrams, retx; /* counters for the log */
+	/* --max-rate on netpunch's pump: bytes it may send now. */
+	double bucket;
+	uint64_t bucket_at;
 };
 
 struct hash_job {
@@ -57,15 +91,14 @@ struct lobby_xsend {
 	struct lobby_save *src;
 	struct hash_job *job;
 	uint32_t sid;
-	uint64_t chunk, total_chunks;
-	unsigned window;
+	uint64_t chunk; /* netpunch's rule, for every target without rally */
 	bool started, resolved;
 	struct lobby_bulk *bulk;
 	char token[BULK_TOKEN_LEN + 1];
 	size_t n;
 	struct tgt *t;
 	struct ev_timer pump;
-	uint8_t dgram[DGRAM_HDR + LOBBY_XFER_CHUNK_LOCAL];
+	uint8_t dgram[DGRAM_HDR + LOBBY_XFER_CHUNK_RALLY_LO];
 };
 
 static long long now_ms(const struct lobby_xsend *x)
@@ -112,7 +145,7 @@ static void settle(struct lobby_xsend *x, struct tgt *t, enum lobby_xsend_state 
 /* Each 10 % bucket of a target's base crossed. */
 static void progress(struct lobby_xsend *x, struct tgt *t)
 {
-	uint64_t total = x->src->total, have = t->base * x->chunk;
+	uint64_t total = x->src->total, have = t->base * t->chunk;
 	int pct = total == 0 ? 100 : (int)((have < total ? have : total) * 100 / total);
 	char text[40];
 
@@ -140,8 +173,8 @@ static void send_begin(struct lobby_xsend *x, struct tgt *t)
 	 * is the game's): netpunch's "unknown" form, which its joiners take. */
 	m.fbegin = (struct lobby_msg_fbegin){.sid = x->sid,
 					     .total_bytes = (long long)x->src->total,
-					     .chunk = (long long)x->chunk,
-					     .total_chunks = (long long)x->total_chunks,
+					     .chunk = (long long)t->chunk,
+					     .total_chunks = (long long)t->total_chunks,
 					     .nfiles = x->src->n,
 					     .files = files,
 					     .sha256 = x->src->sha256,
@@ -151,7 +184,11 @@ static void send_begin(struct lobby_xsend *x, struct tgt *t)
 					     .has_tcp = !x->l->cfg.bulk_off,
 					     .tcp_port =
 						     x->bulk != NULL ? lobby_bulk_port(x->bulk) : 0,
-					     .tcp_token = x->token};
+					     .tcp_token = x->token,
+					     .has_rally = t->rally,
+					     .rally_v = LOBBY_XFER_RALLY_V,
+					     .rally_window = t->window,
+					     .rally_fb_ms = LOBBY_XFER_RALLY_FB_MS};
 	lobby_net_send_msg(x->l, &t->addr, &m);
 	t->last_begin = now_ms(x);
 }
@@ -159,8 +196,8 @@ static void send_begin(struct lobby_xsend *x, struct tgt *t)
 /* One chunk as a plain D frame: "NP1:D" "NPF1" sid seq bytes. */
 static int send_chunk(struct lobby_xsend *x, struct tgt *t, uint64_t seq)
 {
-	uint64_t off = seq * x->chunk;
-	size_t len = x->src->total - off < x->chunk ? (size_t)(x->src->total - off) : x->chunk;
+	uint64_t off = seq * t->chunk;
+	size_t len = x->src->total - off < t->chunk ? (size_t)(x->src->total - off) : t->chunk;
 	ssize_t r = lobby_save_read(x->src, off, x->dgram + DGRAM_HDR, len);
 
 	if (r < 0)
@@ -169,6 +206,9 @@ static int send_chunk(struct lobby_xsend *x, struct tgt *t, uint64_t seq)
 	x->dgram[4] = NP1_DATA;
 	npf1_build(x->dgram + NP1_HDR, NPF1_HDR, x->sid, (uint32_t)seq, NULL, 0);
 	lobby_net_send_raw(x->l->net, &t->addr, x->dgram, DGRAM_HDR + len);
+	if (seq + 1 > t->sent_max)
+		t->sent_max = seq + 1;
+	t->dgrams++;
 	return 0;
 }
 
@@ -193,44 +233,161 @@ static void check_resolved(struct lobby_xsend *x)
 		x->ops.resolved(x->l);
 }
 
+static bool is_held(const struct tgt *t, uint64_t seq)
+{
+	return t->held != NULL && ((t->held[seq / 8] >> (seq % 8)) & 1);
+}
+
+/* What is out: the chunks past the highest it has seen, and the
+ * retransmissions since its last report. */
+static uint64_t inflight(const struct tgt *t)
+{
+	uint64_t seen = (uint64_t)(t->hs + 1) > t->base ? (uint64_t)(t->hs + 1) : t->base;
+	uint64_t out = t->next > seen ? t->next - seen : 0;
+
+	return (out + t->retx_out) * t->chunk;
+}
+
+/* One rally chunk: its send time kept (the low bit: a retransmission). */
+static int send_rally(struct lobby_xsend *x, struct tgt *t, uint64_t seq, bool retx,
+		      uint64_t now_us)
+{
+	int r = send_chunk(x, t, seq);
+
+	if (r == 0)
+		t->sent_us[seq % RING] = (now_us & ~RETX_FLAG) | (retx ? RETX_FLAG : 0);
+	return r;
+}
+
+/*
+ * rally's pump: as many bytes as lobby_cc allows now, the holes first (a
+ * hole retransmitted less than a round trip and a feedback interval ago
+ * waits: its copy may still be on the way), then new chunks up to base +
+ * window, skipping what a resuming receiver holds.
+ */
+static void pump_rally(struct lobby_xsend *x, struct tgt *t, long long now)
+{
+	uint64_t now_us = ev_monotonic_us();
+	uint64_t c = t->chunk, spent = 0, credit, end;
+	uint64_t hold = t->srtt_us + LOBBY_XFER_RALLY_FB_MS * 1000ULL + 1000ULL;
+	size_t keep = 0;
+	unsigned n = 0;
+
+	if (now - t->last_fack > LOBBY_XFER_RESEND_MS &&
+	    now - t->last_resend > LOBBY_XFER_RESEND_MS) {
+		/* Nothing heard for 0.5 s: from base again, nothing counted
+		 * as out. */
+		t->next = t->base;
+		t->last_resend = now;
+		t->hs = (long long)t->base - 1;
+		t->retx_out = 0;
+	}
+	credit = lobby_cc_credit(&t->cc, inflight(t), now_us);
+	for (size_t k = 0; k < t->nholes; k++) {
+		uint64_t s = t->holes[k], at = t->sent_us[s % RING];
+
+		if (s < t->base || s >= t->total_chunks || is_held(t, s))
+			continue;
+		if (((at & RETX_FLAG) && now_us - at < hold) || spent + c > credit ||
+		    n >= RALLY_BUDGET) {
+			t->holes[keep++] = (uint32_t)s;
+			continue;
+		}
+		if (send_rally(x, t, s, true, now_us) < 0)
+			goto broken;
+		spent += c;
+		n++;
+		t->retx_out++;
+		t->retx++;
+	}
+	t->nholes = keep;
+	end = t->base + t->window < t->total_chunks ? t->base + t->window : t->total_chunks;
+	if (t->next < t->base)
+		t->next = t->base;
+	while (t->next < end && spent + c <= credit && n < RALLY_BUDGET) {
+		if (!is_held(t, t->next)) {
+			if (send_rally(x, t, t->next, false, now_us) < 0)
+				goto broken;
+			spent += c;
+			n++;
+		}
+		t->next++;
+	}
+	/* Credit left over: the sender, not the path, was the limit. */
+	t->app_limited = spent + c <= credit;
+	lobby_cc_sent(&t->cc, spent);
+	return;
+broken:
+	settle(x, t, LOBBY_XSEND_FAILED, "failed", "the save changed while it was sent");
+}
+
+/* netpunch's budget of datagrams, under --max-rate: what the bucket holds
+ * (refilled at the rate, at most 2 ms of it, at least one chunk). */
+static int capped_budget(struct lobby_xsend *x, struct tgt *t)
+{
+	uint64_t rate = x->l->cfg.max_rate, now_us;
+	double cap;
+	int n;
+
+	if (rate == 0)
+		return LOBBY_XFER_BUDGET;
+	now_us = ev_monotonic_us();
+	cap = (double)rate * 0.002;
+	if (cap < (double)t->chunk)
+		cap = (double)t->chunk;
+	if (t->bucket_at != 0)
+		t->bucket += (double)rate * (double)(now_us - t->bucket_at) / 1e6;
+	t->bucket_at = now_us;
+	if (t->bucket > cap)
+		t->bucket = cap;
+	n = (int)(t->bucket / (double)t->chunk);
+	return n < LOBBY_XFER_BUDGET ? n : LOBBY_XFER_BUDGET;
+}
+
 static void pump_one(struct lobby_xsend *x, struct tgt *t, long long now)
 {
-	int budget = LOBBY_XFER_BUDGET;
+	int budget = LOBBY_XFER_BUDGET, start;
 	uint64_t end;
 	size_t k;
 
-	if (now - t->last_advance > (t->verifying && t->base >= x->total_chunks
+	if (now - t->last_advance > (t->verifying && t->base >= t->total_chunks
 					     ? LOBBY_XFER_VERIFY_MS
 					     : LOBBY_XFER_TIMEOUT_MS)) {
 		settle(x, t, LOBBY_XSEND_FAILED, "failed", "timed out");
 		return;
 	}
-	if (!t->ready || x->total_chunks == 0) {
+	if (!t->ready || t->total_chunks == 0) {
 		if (now - t->last_begin >= LOBBY_XFER_BEGIN_MS)
 			send_begin(x, t);
 		return;
 	}
-	if (t->base >= x->total_chunks) {
+	if (t->base >= t->total_chunks) {
 		/* Holds everything, says nothing: the last chunk again. */
 		if (!t->verifying && (!t->nudged || now - t->last_nudge >= LOBBY_XFER_NUDGE_MS)) {
 			t->nudged = true;
 			t->last_nudge = now;
-			send_chunk(x, t, x->total_chunks - 1);
+			send_chunk(x, t, t->total_chunks - 1);
+			t->retx++; /* a repeat, counted as one */
 		}
 		return;
 	}
 	if (t->tcp)
 		return; /* the stream carries it */
+	if (t->rally) {
+		pump_rally(x, t, now);
+		return;
+	}
 	if (now - t->last_fack > LOBBY_XFER_RESEND_MS &&
 	    now - t->last_resend > LOBBY_XFER_RESEND_MS) {
 		t->next = t->base;
 		t->last_resend = now;
 	}
+	budget = start = capped_budget(x, t);
 	/* The holes first, then new chunks. */
 	for (k = 0; k < t->nholes && budget > 0; k++) {
 		uint64_t s = t->holes[k];
 
-		if (s < t->base || s >= x->total_chunks)
+		if (s < t->base || s >= t->total_chunks)
 			continue;
 		if (send_chunk(x, t, s) < 0)
 			goto broken;
@@ -238,7 +395,7 @@ static void pump_one(struct lobby_xsend *x, struct tgt *t, long long now)
 	}
 	memmove(t->holes, t->holes + k, (t->nholes - k) * sizeof(t->holes[0]));
 	t->nholes -= k;
-	end = t->base + x->window < x->total_chunks ? t->base + x->window : x->total_chunks;
+	end = t->base + t->window < t->total_chunks ? t->base + t->window : t->total_chunks;
 	if (t->next < t->base)
 		t->next = t->base;
 	while (t->next < end && budget > 0) {
@@ -247,6 +404,7 @@ static void pump_one(struct lobby_xsend *x, struct tgt *t, long long now)
 		t->next++;
 		budget--;
 	}
+	t->bucket -= (double)(start - budget) * (double)t->chunk;
 	return;
 broken:
 	/* The file is shorter than it was when hashed: nobody can verify. */
@@ -279,7 +437,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /* The fack's holes with base <= s < total, merged into the pending ones. */
-static void merge_holes(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg_fack *f)
+static void merge_holes(struct tgt *t, const struct lobby_msg_fack *f)
 {
 	size_t n = 0;
 
@@ -288,7 +446,7 @@ static void merge_holes(struct lobby_xsend *x, struct tgt *t, const struct lobby
 			t->holes[n++] = t->holes[i];
 	}
 	for (size_t i = 0; i < f->nnack && n < LOBBY_XFER_MAX_HOLES; i++) {
-		if (f->nack[i] >= (long long)t->base && f->nack[i] < (long long)x->total_chunks)
+		if (f->nack[i] >= (long long)t->base && f->nack[i] < (long long)t->total_chunks)
 			t->holes[n++] = (uint32_t)f->nack[i];
 	}
 	qsort(t->holes, n, sizeof(t->holes[0]), cmp_u32);
@@ -304,15 +462,20 @@ static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg
 	long long now = now_ms(x);
 	uint64_t base;
 
-	/* A base outside the round is not a receiver of ours. */
-	if (f->base < 0 || f->base > (long long)x->total_chunks)
+	/* A base outside the round is not a receiver of ours; nor is one past
+	 * what it could hold: what we sent it over UDP, what it kept from a
+	 * round it left, anything while a stream runs. */
+	if (f->base < 0 || f->base > (long long)t->total_chunks)
 		return;
 	base = (uint64_t)f->base;
+	if (base > t->base && base > t->sent_max && !t->streamed &&
+	    (t->held == NULL || !is_held(t, base - 1)))
+		return;
 	t->ready = true;
 	t->last_fack = now;
 	/* The stream is over and the receiver still lacks some: UDP fills the
 	 * rest (after 5 s, with no advance for 2 s, as netpunch hands back). */
-	if (t->tcp && t->tcp_done != 0 && base < x->total_chunks && now - t->tcp_done > 5000 &&
+	if (t->tcp && t->tcp_done != 0 && base < t->total_chunks && now - t->tcp_done > 5000 &&
 	    now - t->last_advance > 2000) {
 		log_info("xfer-send-tcp-handback sid=%u name=\"%s\" base=%llu", x->sid, t->name,
 			 (unsigned long long)base);
@@ -323,14 +486,19 @@ static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg
 		if (t->next < base)
 			t->next = base;
 		t->last_advance = now;
-	} else if (base >= x->total_chunks) {
+	} else if (base >= t->total_chunks) {
 		t->verifying = f->verifying;
 		if (f->has_progress && (!t->has_progress || f->progress != t->progress))
 			t->last_advance = now;
 		t->has_progress = f->has_progress;
 		t->progress = f->progress;
 	} else if (base < t->base) {
-		/* The receiver started over (a hash mismatch). */
+		/* The receiver started over (a hash mismatch): it may do so
+		 * three times; a receiver that keeps doing it is not honest. */
+		if (++t->rewinds > LOBBY_XFER_MAX_REWINDS) {
+			settle(x, t, LOBBY_XSEND_FAILED, "failed", "restarted too often");
+			return;
+		}
 		log_info("xfer-send-rewind sid=%u name=\"%s\" from=%llu to=%llu", x->sid, t->name,
 			 (unsigned long long)t->base, (unsigned long long)base);
 		t->base = t->next = base;
@@ -338,9 +506,93 @@ static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg
 		t->last_advance = now;
 		t->last_pct = -1;
 		t->nudged = false;
+		t->hs = (long long)base - 1;
+		t->x_have = false;
+		free(t->held);
+		t->held = NULL;
 	}
-	merge_holes(x, t, f);
+	merge_holes(t, f);
 	progress(x, t);
+}
+
+/*
+ * A rally receiver's report: a delivery-rate sample (chunks it got since
+ * its last report, over its own clock's interval), a round trip (the send
+ * time of the highest chunk it has seen, less how long it held it), the
+ * share of first transmissions it found missing. Random loss on a path
+ * whose RTT sits at its minimum is noise, not a full queue: the sample is
+ * scaled up by it, so lobby_cc keeps the rate the path carries.
+ */
+static void on_xstat(struct tgt *t, const struct lobby_msg_xstat *s)
+{
+	uint64_t now_us = ev_monotonic_us(), delivered = 0, interval = 0, rtt = 0;
+
+	if (!t->rally || t->sent_us == NULL || s->t_us < 0 || s->got < 0 ||
+	    s->got > (long long)t->total_chunks || s->hs < -1 || s->hs >= (long long)t->sent_max ||
+	    s->lost < 0 || s->age_us < 0 || s->age_us > 10000000)
+		return;
+	if (t->x_have && s->t_us <= t->x_t_us)
+		return; /* an old one, reordered */
+	if (t->x_have) {
+		if (s->got > t->x_got)
+			delivered = (uint64_t)(s->got - t->x_got) * t->chunk;
+		interval = (uint64_t)(s->t_us - t->x_t_us);
+		if (s->hs > t->x_hs && s->lost >= t->x_lost) {
+			double sample = (double)(s->lost - t->x_lost) / (double)(s->hs - t->x_hs);
+
+			t->loss = 0.9 * t->loss + 0.1 * (sample < 1 ? sample : 1);
+		}
+	}
+	if (s->hs >= 0 && (uint64_t)s->hs + RING > t->next) {
+		uint64_t at = t->sent_us[s->hs % RING] & ~RETX_FLAG;
+
+		if (at != 0 && now_us > at + (uint64_t)s->age_us)
+			rtt = now_us - at - (uint64_t)s->age_us;
+	}
+	if (rtt > 0)
+		t->srtt_us = t->srtt_us == 0 ? rtt : (7 * t->srtt_us + rtt) / 8;
+	if (delivered > 0 && t->loss > 0.001 && rtt > 0 && t->cc.rt_prop_us > 0 &&
+	    rtt < t->cc.rt_prop_us + t->cc.rt_prop_us / 4 + 2000)
+		delivered = (uint64_t)((double)delivered / (1 - (t->loss < 0.5 ? t->loss : 0.5)));
+	if (s->hs > t->hs)
+		t->hs = s->hs;
+	t->retx_out = 0;
+	t->x_have = true;
+	t->x_got = s->got;
+	t->x_lost = s->lost;
+	t->x_hs = s->hs;
+	t->x_t_us = s->t_us;
+	lobby_cc_on_ack(&t->cc, delivered, interval, rtt, inflight(t), t->app_limited, now_us);
+}
+
+/* A resuming receiver's have: [from, to) pairs it holds already. */
+static void take_have(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg_fbegin_ack *a)
+{
+	uint64_t kept = 0;
+
+	if (!t->rally || a->nhave == 0 || t->held != NULL || t->base > 0 || t->sent_max > 0)
+		return;
+	t->held = calloc(1, (size_t)(t->total_chunks / 8 + 1));
+	if (t->held == NULL)
+		return; /* it gets all of it again */
+	for (size_t i = 0; i + 1 < a->nhave; i += 2) {
+		long long from = a->have[i], to = a->have[i + 1];
+
+		if (from < 0 || to > (long long)t->total_chunks || from >= to)
+			continue;
+		for (long long s = from; s < to; s++) {
+			if (!is_held(t, (uint64_t)s)) {
+				t->held[s / 8] |= (uint8_t)(1u << (s % 8));
+				kept++;
+			}
+		}
+	}
+	t->resumed = kept;
+	while (t->next < t->total_chunks && is_held(t, t->next))
+		t->next++;
+	t->hs = (long long)t->next - 1; /* what it holds is not in flight */
+	log_info("xfer-send-resume sid=%u name=\"%s\" kept=%llu of=%llu", x->sid, t->name,
+		 (unsigned long long)kept, (unsigned long long)t->total_chunks);
 }
 
 void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const struct lobby_msg *m)
@@ -351,8 +603,15 @@ void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const st
 		return;
 	switch (m->type) {
 	case LOBBY_MSG_FBEGIN_ACK:
-		if (m->fbegin_ack.sid == x->sid)
-			t->ready = true;
+		if (m->fbegin_ack.sid != x->sid)
+			return;
+		if (m->fbegin_ack.has_rally)
+			take_have(x, t, &m->fbegin_ack);
+		t->ready = true;
+		return;
+	case LOBBY_MSG_XSTAT:
+		if (m->xstat.sid == x->sid)
+			on_xstat(t, &m->xstat);
 		return;
 	case LOBBY_MSG_FACK:
 		if (m->fack.sid == x->sid)
@@ -361,9 +620,19 @@ void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const st
 	case LOBBY_MSG_FDONE:
 		if (m->fdone.sid != x->sid)
 			return;
-		if (m->fdone.ok)
+		if (m->fdone.ok) {
+			if (t->rally)
+				log_info(
+					"xfer-send-stats sid=%u name=\"%s\" chunk=%llu dgrams=%llu "
+					"retx=%llu resumed=%llu srtt_us=%llu rate=%.0f loss=%.3f "
+					"mode=%s",
+					x->sid, t->name, (unsigned long long)t->chunk,
+					(unsigned long long)t->dgrams, (unsigned long long)t->retx,
+					(unsigned long long)t->resumed,
+					(unsigned long long)t->srtt_us, t->cc.btl_bw, t->loss,
+					lobby_cc_mode_name(t->cc.mode));
 			settle(x, t, LOBBY_XSEND_DONE, "done", NULL);
-		else if (m->fdone.final)
+		} else if (m->fdone.final)
 			settle(x, t, LOBBY_XSEND_FAILED, "failed", "could not verify the file");
 		check_resolved(x);
 		return;
@@ -447,6 +716,7 @@ int lobby_xsend_tcp_claim(struct lobby_xsend *x, const char *name, size_t name_l
 	if (n_ip != 1)
 		return -1;
 	x->t[by_ip].tcp = true;
+	x->t[by_ip].streamed = true;
 	x->t[by_ip].ready = true;
 	x->t[by_ip].tcp_done = 0;
 	emit(x, &x->t[by_ip], -1, "tcp", NULL);
@@ -473,27 +743,58 @@ void lobby_xsend_tcp_ended(struct lobby_xsend *x, int target, bool ok, uint64_t 
 
 /* ---- the round ---- */
 
-/* §11: 8,192-byte chunks when every target is on 127.x, else 1,350. */
+/* §11: 8,192-byte chunks when every target is on 127.x, else 1,350 (the
+ * rally joiners have their own cut and do not count). */
 static uint64_t pick_chunk(const struct lobby_xsend *x)
 {
 	for (size_t i = 0; i < x->n; i++) {
+		if (x->t[i].rally)
+			continue;
 		if (!addr_is_loopback(&x->t[i].addr) || !addr_is_v4(&x->t[i].addr))
 			return LOBBY_XFER_CHUNK_DATA;
 	}
 	return LOBBY_XFER_CHUNK_LOCAL;
 }
 
+/* A target's cut: a rally joiner on loopback takes 60 KiB chunks and a
+ * wider window; anyone else the round's, by netpunch's rule. */
+static void cut(struct lobby_xsend *x, struct tgt *t, uint64_t now_us)
+{
+	if (t->rally && addr_is_loopback(&t->addr))
+		t->chunk = LOBBY_XFER_CHUNK_RALLY_LO;
+	else if (t->rally)
+		t->chunk = LOBBY_XFER_CHUNK_DATA;
+	else
+		t->chunk = x->chunk;
+	t->total_chunks = (x->src->total + t->chunk - 1) / t->chunk;
+	t->window = lobby_xfer_window((long long)t->chunk);
+	t->hs = -1;
+	if (!t->rally)
+		return;
+	t->sent_us = calloc(RING, sizeof(*t->sent_us));
+	if (t->sent_us == NULL) {
+		/* No memory for the pacer: netpunch's pump, netpunch's cut. */
+		t->rally = false;
+		t->chunk = x->chunk;
+		t->total_chunks = (x->src->total + t->chunk - 1) / t->chunk;
+		t->window = lobby_xfer_window((long long)t->chunk);
+		return;
+	}
+	t->window = LOBBY_XFER_RALLY_WINDOW;
+	lobby_cc_init(&t->cc, t->chunk, x->l->cfg.max_rate, now_us);
+}
+
 static void begin(struct lobby_xsend *x)
 {
 	long long now = now_ms(x);
+	uint64_t now_us = ev_monotonic_us();
 
 	x->started = true;
 	x->chunk = pick_chunk(x);
-	x->window = lobby_xfer_window((long long)x->chunk);
-	x->total_chunks = (x->src->total + x->chunk - 1) / x->chunk;
-	log_info("xfer-send-begin sid=%u bytes=%llu chunks=%llu chunk=%llu peers=%zu", x->sid,
-		 (unsigned long long)x->src->total, (unsigned long long)x->total_chunks,
-		 (unsigned long long)x->chunk, x->n);
+	for (size_t i = 0; i < x->n; i++)
+		cut(x, &x->t[i], now_us);
+	log_info("xfer-send-begin sid=%u bytes=%llu chunk=%llu peers=%zu", x->sid,
+		 (unsigned long long)x->src->total, (unsigned long long)x->chunk, x->n);
 	for (size_t i = 0; i < x->n; i++) {
 		x->t[i].last_advance = x->t[i].last_fack = x->t[i].last_resend = now;
 		x->t[i].last_begin = now - LOBBY_XFER_BEGIN_MS;
@@ -579,6 +880,7 @@ struct lobby_xsend *lobby_xsend_start(struct lobby *l, const char *save_path,
 		snprintf(x->t[i].name, sizeof(x->t[i].name), "%s", targets[i].name);
 		x->t[i].state = LOBBY_XSEND_ACTIVE;
 		x->t[i].last_pct = -1;
+		x->t[i].rally = targets[i].rally;
 	}
 	x->sid = new_sid();
 	x->bulk = bulk;
@@ -619,6 +921,10 @@ void lobby_xsend_free(struct lobby_xsend *x)
 	} else if (x->src != NULL) {
 		lobby_save_close(x->src);
 		free(x->src);
+	}
+	for (size_t i = 0; x->t != NULL && i < x->n; i++) {
+		free(x->t[i].sent_us);
+		free(x->t[i].held);
 	}
 	free(x->t);
 	free(x);

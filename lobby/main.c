@@ -26,6 +26,7 @@
 #include "curlev.h"
 #include "joincode.h"
 #include "lobby.h"
+#include "lobby_xprog.h"
 #include "lobby_save.h"
 #include "log.h"
 #include "seal.h"
@@ -80,6 +81,10 @@ static const char usage[] =
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
 	"    --bulk-tcp on|off         offer saves over TCP too (host; on), as netpunch\n"
+	"    --fast-transfer on|off    rally's faster save transfer between two\n"
+	"                              rally-lobbies (on; off: netpunch's alone)\n"
+	"    --max-rate BYTES          bytes per second a save goes to each peer at\n"
+	"                              most (host; default: what the path takes)\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
 	"\n"
@@ -167,6 +172,16 @@ static void set_bulk(void *ctx, const char *s)
 		daemon_die_usage("--bulk-tcp %s: on or off", s);
 }
 
+static void set_fast(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "off") == 0)
+		c->fast_off = true;
+	else if (strcmp(s, "on") != 0)
+		daemon_die_usage("--fast-transfer %s: on or off", s);
+}
+
 static void unsupported(void *ctx, const char *s)
 {
 	(void)s;
@@ -209,6 +224,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
 		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),
 		DAEMON_FN("bulk-tcp", set_bulk, c),
+		DAEMON_FN("fast-transfer", set_fast, c),
+		DAEMON_NUM("max-rate", &c->max_rate, 0, 1LL << 40, 1),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	const char *cmd;
@@ -539,6 +556,7 @@ int main(int argc, char **argv)
 out:
 	lobby_rv_free(l->rv);
 	lobby_role_free(l);
+	lobby_xprog_free(l);
 	lobby_observe_free(l->obs);
 	lobby_game_free(l->game);
 	lobby_net_free(l->net);

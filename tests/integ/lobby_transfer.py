@@ -6,7 +6,10 @@ A host and two joiners (alice, bob, carol); the host starts with a save
 chunks as plain D frames, facks, fdone. Over UDP only (--bulk-tcp off, as
 netpunch's self-test turns BULK_TCP off): clean 20 MiB, clean 16 MiB,
 12 MiB with 8 % loss, 10 MiB with 15 % loss, the loss switched on (netsim,
-on everything each lobby sends) only after both joined. Then 64 MiB with
+on everything each lobby sends) only after both joined; once with
+netpunch's protocol alone (--fast-transfer off: what a netpunch peer gets)
+and once with rally's extension (docs/transfer.md), each checked to be the
+one that ran. Then 64 MiB with
 the bulk TCP channel, and 8 MiB with a TCP listener no one can reach (a
 namespace of the test's own drops its SYNs), which goes over UDP. Each
 asserts, as netpunch's self-test does: both joiners' three files
@@ -20,6 +23,7 @@ Loopback candidates only, no STUN, no UPnP, no master."""
 
 import hashlib
 import os
+import re
 import subprocess
 import time
 
@@ -48,14 +52,16 @@ def make_save(d, size):
     return sav
 
 
-def lobby_set(env, tag, io=None, host_args=(), prefix=()):
-    host = Lobby(env, "host", name="alice", proc_name="host-%s" % tag, args=host_args,
-                 argv_prefix=prefix)
+def lobby_set(env, tag, io=None, host_args=(), prefix=(), fast=True):
+    more = () if fast else ("--fast-transfer", "off")
+    host = Lobby(env, "host", name="alice", proc_name="host-%s" % tag,
+                 args=tuple(host_args) + more, argv_prefix=prefix)
     code = host.wait_code()
-    bob = Lobby(env, "join", code=code, name="bob", proc_name="bob-%s" % tag, argv_prefix=prefix)
+    bob = Lobby(env, "join", code=code, name="bob", proc_name="bob-%s" % tag, args=more,
+                argv_prefix=prefix)
     bob.wait_status("connected", "^joined the host$")
     carol = Lobby(env, "join", code=code, name="carol", proc_name="carol-%s" % tag, io=io,
-                  argv_prefix=prefix)
+                  args=more, argv_prefix=prefix)
     carol.wait_status("connected", "^joined the host$")
     wait_for(lambda: (host.roster() or {}).get("players") == ["alice", "bob", "carol"], 5,
              "the host's roster")
@@ -109,8 +115,9 @@ def quit_all(lobbies):
         check(l.wait_exit(10) == 0, "%s exit status" % l.name)
 
 
-def matrix_run(env, tag, size, loss, tcp=False, host_args=("--bulk-tcp", "off"), prefix=()):
-    host, bob, carol = lobby_set(env, tag, host_args=host_args, prefix=prefix)
+def matrix_run(env, tag, size, loss, tcp=False, host_args=("--bulk-tcp", "off"), prefix=(),
+               fast=True):
+    host, bob, carol = lobby_set(env, tag, host_args=host_args, prefix=prefix, fast=fast)
     sav = make_save(os.path.join(env.dir, "save-" + tag), size)
     if loss:
         netsim((host, bob, carol), loss)
@@ -120,6 +127,12 @@ def matrix_run(env, tag, size, loss, tcp=False, host_args=("--bulk-tcp", "off"),
         j.wait_event(lambda e: e.get("type") == "save_ready", 120, "save_ready")
     secs = time.monotonic() - t0
     check_round(host, (bob, carol), sav, tcp=tcp)
+    # Which transfer ran: rally's between two rally-lobbies (60 KiB chunks
+    # on loopback), netpunch's (8 KiB) when either side turned it off.
+    for j in (bob, carol):
+        begin = j.grep(r"xfer-recv-begin ")[-1]
+        want = "chunk=61440 .*rally=1" if fast else "chunk=8192 .*rally=0"
+        check(re.search(want, begin), "%s: %s" % (j.name, begin))
     print("[xfer:%s] OK  (%d MB, loss=%d%%, %.2fs, ~%.1f MB/s to 2 peers)" % (
         tag, size // MiB, int(loss * 100), secs, size / MiB / secs), flush=True)
     quit_all((host, bob, carol))
@@ -172,10 +185,13 @@ def unreachable_tcp(env):
 
 
 def scenario(env):
-    matrix_run(env, "clean-1", 20 * MiB, 0)
-    matrix_run(env, "clean-2", 16 * MiB, 0)
-    matrix_run(env, "lossy-8pct", 12 * MiB, 0.08)
-    matrix_run(env, "lossy-15pct", 10 * MiB, 0.15)
+    # netpunch's protocol alone (what a netpunch peer gets), then rally's.
+    for fast in (False, True):
+        mode = "rally" if fast else "netpunch"
+        matrix_run(env, mode + "-clean-1", 20 * MiB, 0, fast=fast)
+        matrix_run(env, mode + "-clean-2", 16 * MiB, 0, fast=fast)
+        matrix_run(env, mode + "-lossy-8pct", 12 * MiB, 0.08, fast=fast)
+        matrix_run(env, mode + "-lossy-15pct", 10 * MiB, 0.15, fast=fast)
     matrix_run(env, "tcp-64MB", 64 * MiB, 0, tcp=True, host_args=())
     unreachable_tcp(env)
     fail_then_retry(env)

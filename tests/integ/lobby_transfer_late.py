@@ -2,7 +2,7 @@
 """Players who come late to a save, as netpunch's host serves them.
 
 alice hosts with bob; carol joins while the round to bob runs (a 96 MiB
-save over UDP, --bulk-tcp off, so it lasts): she is not one of its
+save over UDP, --bulk-tcp off, at --max-rate 48 MB/s, so it lasts): she is not one of its
 targets, and once bob has it and is started she is sent the same save
 (netpunch's serve-again) and starts with it. dave joins after the start:
 he hears 'game already started -- ask the host to press START GAME again',
@@ -44,7 +44,8 @@ def joined(env, code, name):
 
 
 def late_players(env):
-    host = Lobby(env, "host", name="alice", args=["--bulk-tcp", "off"])
+    # --max-rate: the round to bob lasts (2 s), however fast this machine.
+    host = Lobby(env, "host", name="alice", args=["--bulk-tcp", "off", "--max-rate", "48000000"])
     code = host.wait_code()
     bob = joined(env, code, "bob")
     sav = save(os.path.join(env.dir, "save"), 96 * MiB)

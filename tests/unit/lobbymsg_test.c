@@ -52,7 +52,7 @@ static void test_joiner_messages(void)
 	struct lobby_msg m;
 
 	lobby_msg_init(&m, LOBBY_MSG_JOIN);
-	m.join = (struct lobby_msg_join){"0.6.1.24", "bob", false, 0, true, 1, "AEAQ"};
+	m.join = (struct lobby_msg_join){"0.6.1.24", "bob", false, 0, true, 1, "AEAQ", 0};
 	CHECK_EQ_STR(enc(&m), "{\"t\": \"join\", \"version\": \"0.6.1.24\", \"name\": \"bob\", "
 			      "\"mesh\": false, \"recovery\": 0, \"batches\": 1, \"profile\": "
 			      "\"AEAQ\"}");
@@ -191,6 +191,52 @@ static void test_transfer_messages(void)
 	CHECK_EQ_STR(enc(&m), "{\"t\": \"fdone\", \"sid\": 7, \"ok\": false, \"final\": true}");
 	round_trip("{\"t\": \"fbegin_ack\", \"sid\": 7, \"need\": [], \"ask\": false, "
 		   "\"tcp_port\": 5000}");
+}
+
+/* rally's extension: keys a netpunch peer never gets (docs/transfer.md). */
+static void test_rally_extension(void)
+{
+	struct lobby_msg m;
+
+	lobby_msg_init(&m, LOBBY_MSG_JOIN);
+	m.join = (struct lobby_msg_join){"0.6.1.24", "bob", false, 0, true, 1, NULL, 1};
+	CHECK_EQ_STR(enc(&m), "{\"t\": \"join\", \"version\": \"0.6.1.24\", \"name\": \"bob\", "
+			      "\"mesh\": false, \"recovery\": 0, \"batches\": 1, \"rally\": 1}");
+	CHECK_EQ_INT(dec(enc(&m), &m), 0);
+	CHECK_EQ_INT(m.join.rally, 1);
+	lobby_msg_release(&m);
+	round_trip("{\"t\": \"fbegin\", \"sid\": 9, \"total_bytes\": 10, \"chunk\": 61440, "
+		   "\"total_chunks\": 1, \"files\": [], \"sha256\": \"ab\", \"kind\": \"save\", "
+		   "\"mods\": [], \"mods_unknown\": false, \"rally\": {\"v\": 1, \"window\": 8192, "
+		   "\"fb_ms\": 10}}");
+	CHECK_EQ_INT(dec("{\"t\": \"fbegin\", \"sid\": 9, \"rally\": {\"v\": 1, \"window\": 8192, "
+			 "\"fb_ms\": 10}}",
+			 &m),
+		     0);
+	CHECK(m.fbegin.has_rally && m.fbegin.rally_v == 1 && m.fbegin.rally_window == 8192 &&
+	      m.fbegin.rally_fb_ms == 10);
+	lobby_msg_release(&m);
+	round_trip("{\"t\": \"fbegin_ack\", \"sid\": 7, \"need\": [], \"ask\": false, "
+		   "\"rally\": {\"v\": 1, \"have\": [0, 10, 12, 20]}}");
+	/* An odd count loses its last value; a non-integer ends the list. */
+	CHECK_EQ_INT(dec("{\"t\": \"fbegin_ack\", \"sid\": 7, \"rally\": {\"v\": 1, \"have\": "
+			 "[0, 10, 12]}}",
+			 &m),
+		     0);
+	CHECK(m.fbegin_ack.has_rally && m.fbegin_ack.nhave == 2 && m.fbegin_ack.have[1] == 10);
+	lobby_msg_release(&m);
+	CHECK_EQ_INT(dec("{\"t\": \"fbegin_ack\", \"sid\": 7, \"rally\": {\"have\": "
+			 "[0, 10, \"x\", 20, 30]}}",
+			 &m),
+		     0);
+	CHECK(m.fbegin_ack.nhave == 2 && m.fbegin_ack.rally_v == 0);
+	lobby_msg_release(&m);
+	round_trip("{\"t\": \"xstat\", \"sid\": 7, \"got\": 100, \"hs\": 120, \"age_us\": 350, "
+		   "\"lost\": 21, \"t_us\": 123456789}");
+	CHECK_EQ_INT(dec("{\"t\": \"xstat\", \"sid\": 7}", &m), 0);
+	CHECK(m.type == LOBBY_MSG_XSTAT && m.xstat.got == -1 && m.xstat.hs == -1);
+	lobby_msg_release(&m);
+	CHECK_EQ_INT(dec("{\"t\": \"xstat\"}", &m), -EBADMSG);
 }
 
 static void test_decode_rules(void)
@@ -386,6 +432,7 @@ int main(void)
 	test_joiner_messages();
 	test_host_messages();
 	test_transfer_messages();
+	test_rally_extension();
 	test_decode_rules();
 	test_clean();
 	test_commands();

@@ -85,7 +85,7 @@ static void test_source(void)
 static int sink(struct lobby_save *s, const struct lobby_save_offer *o, size_t n, uint64_t total,
 		uint64_t cap, char *err)
 {
-	return lobby_save_open_sink(s, dir, o, n, total, NULL, cap, err, 512);
+	return lobby_save_open_sink(s, dir, o, n, total, NULL, cap, false, err, 512);
 }
 
 static void test_refusals(void)
