@@ -6,18 +6,20 @@
 
 #include <string.h>
 
-#define STARTUP_GAIN (2.885) /* 2 / ln 2: doubles the rate every round */
-#define DRAIN_GAIN   (1.0 / STARTUP_GAIN)
-#define CWND_GAIN    (2.0)
-#define FULL_GROWTH  (1.25)
-#define FULL_ROUNDS  (3)
-#define RTPROP_US    (10000000ULL) /* the min RTT is trusted this long */
-#define PROBE_RTT_US (200000ULL)
-#define ROUND_MIN_US (1000ULL) /* a round lasts at least this */
-#define INIT_RATE    (4e6)     /* bytes/s before any sample */
-#define INIT_CWND    (16)      /* chunks before any RTT */
-#define MIN_CWND     (4)
-#define CREDIT_US    (2000.0) /* the pacer's burst: 2 ms of its rate */
+#define STARTUP_GAIN    (2.885) /* 2 / ln 2: doubles the rate every round */
+#define DRAIN_GAIN      (1.0 / STARTUP_GAIN)
+#define CWND_GAIN       (2.0)
+#define FULL_GROWTH     (1.25)
+#define FULL_ROUNDS     (3)
+#define PHASE_ROUNDS    (2)
+#define FULL_MIN_CHUNKS (8)           /* a round delivering fewer does not end startup */
+#define RTPROP_US       (10000000ULL) /* the min RTT is trusted this long */
+#define PROBE_RTT_US    (200000ULL)
+#define ROUND_MIN_US    (1000ULL) /* a round lasts at least this */
+#define INIT_RATE       (4e6)     /* bytes/s before any sample */
+#define INIT_CWND       (16)      /* chunks before any RTT */
+#define MIN_CWND        (4)
+#define CREDIT_US       (2000.0) /* the pacer's burst: 2 ms of its rate */
 
 static const double cycle_gain[8] = {1.25, 0.75, 1, 1, 1, 1, 1, 1};
 
@@ -43,12 +45,17 @@ static double bdp(const struct lobby_cc *c)
 {
 	if (c->rt_prop_us == 0 || c->btl_bw <= 0)
 		return (double)(INIT_CWND * c->mss);
-	return c->btl_bw * (double)(c->rt_prop_us + c->ack_us) / 1e6;
+	/* The feedback interval counts as it was asked for (twice at most):
+	 * a receiver that reports late because it is slow must not widen
+	 * the window that keeps its own queue full. */
+	uint64_t ack = c->ack_us < 2 * c->fb_us ? c->ack_us : 2 * c->fb_us;
+
+	return c->btl_bw * (double)(c->rt_prop_us + ack) / 1e6;
 }
 
 static void outputs(struct lobby_cc *c)
 {
-	double rate = c->btl_bw > 0 ? c->btl_bw : INIT_RATE;
+	double rate = c->btl_bw > 0 ? c->btl_bw : c->init_rate;
 	double w = c->cwnd_gain * bdp(c) + (double)(2 * c->mss);
 
 	c->pacing_rate = c->pacing_gain * rate;
@@ -59,10 +66,12 @@ static void outputs(struct lobby_cc *c)
 	c->cwnd = c->mode == LOBBY_CC_PROBE_RTT ? MIN_CWND * c->mss : (uint64_t)w;
 }
 
-void lobby_cc_init(struct lobby_cc *c, uint64_t mss, uint64_t max_rate, uint64_t now_us)
+void lobby_cc_init(struct lobby_cc *c, uint64_t mss, uint64_t fb_us, uint64_t max_rate,
+		   uint64_t now_us)
 {
 	memset(c, 0, sizeof(*c));
 	c->mss = mss > 0 ? mss : 1;
+	c->fb_us = fb_us > 0 ? fb_us : 10000;
 	c->max_rate = (double)max_rate;
 	c->mode = LOBBY_CC_STARTUP;
 	c->pacing_gain = STARTUP_GAIN;
@@ -70,6 +79,22 @@ void lobby_cc_init(struct lobby_cc *c, uint64_t mss, uint64_t max_rate, uint64_t
 	c->credit_at = now_us;
 	c->rt_prop_at = now_us;
 	c->round_at = now_us;
+	c->init_rate = INIT_RATE;
+	outputs(c);
+}
+
+void lobby_cc_seed(struct lobby_cc *c, uint64_t rtt_us)
+{
+	double rate;
+
+	if (rtt_us == 0 || c->btl_bw > 0)
+		return;
+	/* BBR's start: the initial window over the round trip. */
+	rate = (double)(INIT_CWND * c->mss) * 1e6 / (double)rtt_us;
+	if (rate > c->init_rate)
+		c->init_rate = rate;
+	if (c->rt_prop_us == 0 || rtt_us < c->rt_prop_us)
+		c->rt_prop_us = rtt_us;
 	outputs(c);
 }
 
@@ -87,10 +112,12 @@ static void enter_probe_bw(struct lobby_cc *c)
  * its next gain. */
 static void end_round(struct lobby_cc *c, bool app_limited, uint64_t now)
 {
+	uint64_t got = c->round_bytes;
 	double max = 0;
 
 	c->round++;
 	c->round_at = now;
+	c->round_bytes = 0;
 	c->round_max[c->round % LOBBY_CC_ROUNDS] = 0;
 	for (unsigned i = 0; i < LOBBY_CC_ROUNDS; i++) {
 		if (c->round_max[i] > max)
@@ -100,6 +127,10 @@ static void end_round(struct lobby_cc *c, bool app_limited, uint64_t now)
 		c->btl_bw = max;
 	switch (c->mode) {
 	case LOBBY_CC_STARTUP:
+		/* A round that delivered a handful of chunks says little
+		 * (one lost report halves it): it does not count. */
+		if (got < (uint64_t)FULL_MIN_CHUNKS * c->mss)
+			break;
 		if (c->btl_bw >= c->full_bw * FULL_GROWTH) {
 			c->full_bw = c->btl_bw;
 			c->full_bw_count = 0;
@@ -110,8 +141,14 @@ static void end_round(struct lobby_cc *c, bool app_limited, uint64_t now)
 		}
 		break;
 	case LOBBY_CC_PROBE_BW:
-		c->cycle = (c->cycle + 1) % 8;
-		c->pacing_gain = cycle_gain[c->cycle];
+		/* Two rounds a phase: a delivery sample lags the send by a
+		 * round trip and a report, so a one-round probe would be
+		 * measured half at the old rate and never raise the max (with
+		 * random loss the estimate would then only sink). */
+		if (c->round % PHASE_ROUNDS == 0) {
+			c->cycle = (c->cycle + 1) % 8;
+			c->pacing_gain = cycle_gain[c->cycle];
+		}
 		break;
 	case LOBBY_CC_DRAIN:
 	case LOBBY_CC_PROBE_RTT:
@@ -125,6 +162,7 @@ void lobby_cc_on_ack(struct lobby_cc *c, uint64_t delivered, uint64_t interval_u
 	uint64_t round_len;
 	double rate;
 
+	c->round_bytes += delivered;
 	if (interval_us > 0) {
 		c->ack_us = c->ack_us == 0 ? interval_us : (7 * c->ack_us + interval_us) / 8;
 		if (delivered > 0) {

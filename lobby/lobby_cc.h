@@ -22,7 +22,7 @@
 
 enum lobby_cc_mode { LOBBY_CC_STARTUP, LOBBY_CC_DRAIN, LOBBY_CC_PROBE_BW, LOBBY_CC_PROBE_RTT };
 
-#define LOBBY_CC_ROUNDS (10) /* the bottleneck rate is the max of this many rounds */
+#define LOBBY_CC_ROUNDS (20) /* the bottleneck rate is the max of this many rounds */
 
 struct lobby_cc {
 	enum lobby_cc_mode mode;
@@ -31,10 +31,13 @@ struct lobby_cc {
 	double round_max[LOBBY_CC_ROUNDS]; /* the largest delivery rate of each round */
 	unsigned round;                    /* rounds so far */
 	uint64_t round_at;                 /* when this one began */
+	uint64_t round_bytes;              /* delivered in it */
+	double init_rate;                  /* bytes/s before any sample */
 	double btl_bw;                     /* max over round_max, bytes/s */
 	uint64_t rt_prop_us;               /* min RTT over the last 10 s (0: none yet) */
 	uint64_t rt_prop_at;               /* when it was last lowered or refreshed */
 	uint64_t ack_us;                   /* the feedback interval, smoothed */
+	uint64_t fb_us;                    /* the one the receiver was asked for */
 	/* Startup's exit: the rate stopped growing by 25 % three rounds on. */
 	double full_bw;
 	unsigned full_bw_count;
@@ -51,9 +54,14 @@ struct lobby_cc {
 	uint64_t credit_at;
 };
 
-/* A fresh controller for chunks of mss bytes, at time now_us, pacing at
- * max_rate bytes/s at most (0: no cap). */
-void lobby_cc_init(struct lobby_cc *c, uint64_t mss, uint64_t max_rate, uint64_t now_us);
+/* A fresh controller for chunks of mss bytes, feedback asked every fb_us,
+ * at time now_us, pacing at max_rate bytes/s at most (0: no cap). */
+void lobby_cc_init(struct lobby_cc *c, uint64_t mss, uint64_t fb_us, uint64_t max_rate,
+		   uint64_t now_us);
+
+/* A first round trip (the fbegin's, to its ack): the initial rate becomes
+ * the initial window over it, as BBR starts, not a fixed guess. */
+void lobby_cc_seed(struct lobby_cc *c, uint64_t rtt_us);
 
 /*
  * One piece of feedback: delivered bytes arrived at the receiver over the

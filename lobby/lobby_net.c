@@ -23,8 +23,9 @@
 #include "strbuf.h"
 #include "stun.h"
 
-#define RX_BATCH     (128) /* datagrams per wakeup, as the reference drains */
-#define RX_MMSG      (32)  /* datagrams per recvmmsg */
+#define RX_BATCH     (128)      /* datagrams per wakeup, as the reference drains */
+#define RX_BYTES     (1u << 20) /* and bytes: a save's 60 KiB chunks must not starve the timers */
+#define RX_MMSG      (32)       /* datagrams per recvmmsg */
 #define FRAG_SENDERS (256)
 
 struct lobby_net {
@@ -363,8 +364,11 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 	struct lobby_net *n = arg;
 
 	(void)events;
-	/* A save round brings datagrams by the thousand: a batch per call. */
-	for (int done = 0; done < RX_BATCH;) {
+	size_t bytes = 0;
+
+	/* A save round brings datagrams by the thousand: a batch per call,
+	 * a few per wakeup, so the feedback timers still run on time. */
+	for (int done = 0; done < RX_BATCH && bytes < RX_BYTES;) {
 		int got;
 
 		for (int i = 0; i < RX_MMSG; i++) {
@@ -384,6 +388,7 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 				continue;
 			n->rxa[i].len = n->rxm[i].msg_hdr.msg_namelen;
 			n->st.rx++;
+			bytes += len;
 			on_datagram(n, &n->rxa[i], n->rx[i], len);
 			/* A callback may have ended the lobby (a quit, a reject). */
 			if (n->l->stopping)

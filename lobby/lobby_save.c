@@ -441,6 +441,126 @@ int lobby_save_write(struct lobby_save *s, uint64_t off, const uint8_t *data, si
 	return 0;
 }
 
+struct lobby_save_hasher {
+	size_t n;
+	int fd[LOBBY_SAVE_FILES];
+	uint64_t off[LOBBY_SAVE_FILES], size[LOBBY_SAVE_FILES];
+	EVP_MD_CTX *file[LOBBY_SAVE_FILES], *whole;
+	uint64_t done, total;
+	uint8_t *buf;
+};
+
+struct lobby_save_hasher *lobby_save_hasher_new(const struct lobby_save *s)
+{
+	struct lobby_save_hasher *h = calloc(1, sizeof(*h));
+	bool ok;
+
+	if (h == NULL)
+		return NULL;
+	for (size_t i = 0; i < LOBBY_SAVE_FILES; i++)
+		h->fd[i] = -1;
+	h->total = s->total;
+	h->buf = malloc(HASH_BUF);
+	h->whole = EVP_MD_CTX_new();
+	ok = h->buf != NULL && h->whole != NULL &&
+	     EVP_DigestInit_ex(h->whole, EVP_sha256(), NULL) == 1;
+	for (size_t i = 0; ok && i < s->n; i++) {
+		h->off[i] = s->f[i].off;
+		h->size[i] = s->f[i].size;
+		h->fd[i] = fcntl(s->f[i].fd, F_DUPFD_CLOEXEC, 0);
+		h->file[i] = EVP_MD_CTX_new();
+		h->n++;
+		ok = h->fd[i] >= 0 && h->file[i] != NULL &&
+		     EVP_DigestInit_ex(h->file[i], EVP_sha256(), NULL) == 1;
+	}
+	if (!ok) {
+		lobby_save_hasher_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+void lobby_save_hasher_free(struct lobby_save_hasher *h)
+{
+	if (h == NULL)
+		return;
+	for (size_t i = 0; i < LOBBY_SAVE_FILES; i++) {
+		if (h->fd[i] >= 0)
+			close(h->fd[i]);
+		EVP_MD_CTX_free(h->file[i]);
+	}
+	EVP_MD_CTX_free(h->whole);
+	free(h->buf);
+	free(h);
+}
+
+uint64_t lobby_save_hasher_done(const struct lobby_save_hasher *h)
+{
+	return h->done;
+}
+
+int lobby_save_hasher_run(struct lobby_save_hasher *h, uint64_t upto, _Atomic uint64_t *progress)
+{
+	if (upto > h->total)
+		upto = h->total;
+	while (h->done < upto) {
+		size_t i = 0;
+		uint64_t in, left;
+		ssize_t got;
+
+		while (i < h->n && h->done >= h->off[i] + h->size[i])
+			i++;
+		if (i == h->n)
+			return -EIO;
+		in = h->done - h->off[i];
+		left = h->off[i] + h->size[i] < upto ? h->size[i] - in : upto - h->done;
+		got = pread(h->fd[i], h->buf, left < HASH_BUF ? (size_t)left : HASH_BUF, (off_t)in);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		EVP_DigestUpdate(h->file[i], h->buf, (size_t)got);
+		EVP_DigestUpdate(h->whole, h->buf, (size_t)got);
+		h->done += (uint64_t)got;
+		if (progress != NULL)
+			atomic_fetch_add(progress, (uint64_t)got);
+	}
+	return 0;
+}
+
+static void hex_final(EVP_MD_CTX *c, char *hex)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+
+	EVP_DigestFinal_ex(c, md, &mdlen);
+	for (unsigned i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+int lobby_save_verify_with(struct lobby_save *s, struct lobby_save_hasher *h)
+{
+	char got[LOBBY_SAVE_HEX], blob[LOBBY_SAVE_HEX];
+	int r;
+
+	atomic_store(&s->progress, 0);
+	for (size_t i = 0; i < s->n; i++) {
+		if (fsync(s->f[i].fd) < 0)
+			return -errno;
+	}
+	r = lobby_save_hasher_run(h, s->total, &s->progress);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < s->n; i++) {
+		hex_final(h->file[i], got);
+		if (strcmp(got, s->f[i].sha256) != 0)
+			return 0;
+	}
+	hex_final(h->whole, blob);
+	/* The blob's hash is checked when the fbegin carried one. */
+	return s->sha256[0] == '\0' || strcmp(blob, s->sha256) == 0;
+}
+
 int lobby_save_verify(struct lobby_save *s)
 {
 	char got[LOBBY_SAVE_FILES][LOBBY_SAVE_HEX], blob[LOBBY_SAVE_HEX] = "";

@@ -88,6 +88,24 @@ int lobby_save_write(struct lobby_save *s, uint64_t off, const uint8_t *data, si
  */
 int lobby_save_verify(struct lobby_save *s);
 
+/*
+ * A hasher over a sink's temporaries, for checking a save while it still
+ * arrives (the receiver hashes what lies below its base on the worker, so
+ * little is left to hash when the last chunk lands). It has its own
+ * descriptors (dups): the sink may be closed or kept meanwhile. Blocking
+ * calls, for the worker.
+ */
+struct lobby_save_hasher;
+struct lobby_save_hasher *lobby_save_hasher_new(const struct lobby_save *s);
+void lobby_save_hasher_free(struct lobby_save_hasher *h);
+/* Blob bytes hashed so far. */
+uint64_t lobby_save_hasher_done(const struct lobby_save_hasher *h);
+/* Hashes on from where it is to blob offset upto; progress (may be NULL)
+ * counts the bytes. 0 or -errno. */
+int lobby_save_hasher_run(struct lobby_save_hasher *h, uint64_t upto, _Atomic uint64_t *progress);
+/* lobby_save_verify, the bytes h has hashed already not read again. */
+int lobby_save_verify_with(struct lobby_save *s, struct lobby_save_hasher *h);
+
 /* A verified sink: each temporary renamed to its final name, the directory
  * synced, and any other incoming_save.* removed. 0 or -errno. */
 int lobby_save_commit(struct lobby_save *s, const char *io_dir);

@@ -44,6 +44,7 @@ struct lobby_save;
 #define LOBBY_XFER_CHUNK_RALLY_LO (61440) /* to a rally joiner on loopback */
 #define LOBBY_XFER_RALLY_WINDOW   (8192)  /* chunks past base */
 #define LOBBY_XFER_RALLY_FB_MS    (10)
+#define LOBBY_XFER_RALLY_FB_LO_MS (5)     /* to a joiner on loopback */
 #define LOBBY_XFER_RALLY_RING     (16384) /* send times kept (> window) */
 #define LOBBY_XFER_MAX_REWINDS    (LOBBY_XFER_MAX_RETRIES + 1)
 

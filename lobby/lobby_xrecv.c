@@ -32,13 +32,23 @@
 #define DONE_FAST    (40)
 #define DONE_FAST_MS (200)
 #define DONE_SLOW_MS (1000)
+#define HASH_STEP    (8u << 20) /* hash on below base once this much is new */
 
 /* The check of a complete sink, on the worker. */
 struct verify_job {
 	struct lobby_xrecv *x; /* NULL once the receiver is gone */
 	struct lobby_save *save;
+	struct lobby_save_hasher *h; /* what was hashed on the way (NULL: all of it) */
 	char io_dir[PATH_MAX];
 	int r; /* 1 verified and in place, 0 mismatch, -errno */
+};
+
+/* Hashing on below base while the rest arrives, on the worker. */
+struct hash_job {
+	struct lobby_xrecv *x; /* NULL once the receiver is gone */
+	struct lobby_save_hasher *h;
+	uint64_t upto;
+	int r;
 };
 
 struct lobby_xrecv {
@@ -50,6 +60,9 @@ struct lobby_xrecv {
 	uint32_t sid, quiet_sid;
 	struct lobby_save *save;
 	struct verify_job *job;
+	struct lobby_save_hasher *hasher; /* ours while no hash job has it */
+	struct hash_job *hjob;
+	bool verify_waits; /* complete, the hash job still running */
 	uint64_t chunk, total_bytes, total_chunks, base, recv_count;
 	unsigned window;
 	uint8_t *have; /* a bit per chunk */
@@ -238,6 +251,14 @@ static void close_sink(struct lobby_xrecv *x)
 	lobby_bulk_pull_free(x->pull);
 	x->pull = NULL;
 	keep_sink(x);
+	if (x->hjob != NULL) {
+		/* The worker has the hasher: freed when the job is done. */
+		x->hjob->x = NULL;
+		x->hjob = NULL;
+	}
+	lobby_save_hasher_free(x->hasher);
+	x->hasher = NULL;
+	x->verify_waits = false;
 	if (x->job != NULL) {
 		/* The worker still has it: it is closed when the job is done. */
 		x->job->x = NULL;
@@ -296,7 +317,7 @@ static void verify_work(void *arg)
 {
 	struct verify_job *j = arg;
 
-	j->r = lobby_save_verify(j->save);
+	j->r = j->h != NULL ? lobby_save_verify_with(j->save, j->h) : lobby_save_verify(j->save);
 	if (j->r == 1) {
 		int c = lobby_save_commit(j->save, j->io_dir);
 
@@ -324,6 +345,8 @@ static void verify_done(void *arg, bool cancelled)
 	struct lobby_xrecv *x = j->x;
 	char why[128];
 
+	lobby_save_hasher_free(j->h);
+	j->h = NULL;
 	if (x == NULL || cancelled) {
 		lobby_save_close(j->save);
 		free(j->save);
@@ -345,6 +368,7 @@ static void verify_done(void *arg, bool cancelled)
 			return;
 		}
 		log_warnx("xfer-recv-mismatch sid=%u attempt=%d", x->sid, x->retries);
+		x->hasher = lobby_save_hasher_new(x->save);
 		memset(x->have, 0, (size_t)((x->total_chunks + 7) / 8));
 		x->base = x->recv_count = 0;
 		x->hs = -1;
@@ -369,27 +393,103 @@ static void verify_done(void *arg, bool cancelled)
 	ev_timer_start(x->l->loop, &x->tick, DONE_FAST_MS, on_tick, x);
 }
 
-static void finalize(struct lobby_xrecv *x)
+static void start_verify(struct lobby_xrecv *x)
 {
 	struct verify_job *j = calloc(1, sizeof(*j));
 
-	log_info("xfer-recv-complete sid=%u bytes=%llu ms=%lld lost=%llu then=verify", x->sid,
-		 (unsigned long long)x->total_bytes, ev_now(x->l->loop) - x->began_ms,
-		 (unsigned long long)x->lost);
 	if (j == NULL) {
 		fail(x, "out of memory");
 		return;
 	}
 	j->x = x;
 	j->save = x->save;
+	j->h = x->hasher;
+	x->hasher = NULL;
 	snprintf(j->io_dir, sizeof(j->io_dir), "%s", x->io_dir);
-	x->finalizing = true;
 	x->job = j;
 	if (ev_work_submit(x->l->loop, verify_work, verify_done, j) < 0) {
 		x->job = NULL;
 		x->finalizing = false;
+		lobby_save_hasher_free(j->h);
 		free(j);
 		fail(x, "cannot start the check");
+	}
+}
+
+/* Every chunk is here: the check (after the hash job running, if one is). */
+static void finalize(struct lobby_xrecv *x)
+{
+	log_info("xfer-recv-complete sid=%u bytes=%llu ms=%lld lost=%llu hashed=%llu then=verify",
+		 x->sid, (unsigned long long)x->total_bytes, ev_now(x->l->loop) - x->began_ms,
+		 (unsigned long long)x->lost,
+		 (unsigned long long)(x->hasher != NULL ? lobby_save_hasher_done(x->hasher) : 0));
+	x->finalizing = true;
+	if (x->hjob != NULL) {
+		x->verify_waits = true;
+		return;
+	}
+	start_verify(x);
+}
+
+static void hash_work(void *arg)
+{
+	struct hash_job *j = arg;
+
+	j->r = lobby_save_hasher_run(j->h, j->upto, NULL);
+}
+
+static void maybe_hash(struct lobby_xrecv *x);
+
+static void hash_done(void *arg, bool cancelled)
+{
+	struct hash_job *j = arg;
+	struct lobby_xrecv *x = j->x;
+
+	if (x == NULL || cancelled) {
+		lobby_save_hasher_free(j->h);
+		free(j);
+		return;
+	}
+	x->hjob = NULL;
+	if (j->r < 0) {
+		/* The check reads it all again, from the start. */
+		log_warnx("xfer-recv-hash-error sid=%u error=\"%s\"", x->sid, strerror(-j->r));
+		lobby_save_hasher_free(j->h);
+	} else {
+		x->hasher = j->h;
+	}
+	free(j);
+	if (x->verify_waits) {
+		x->verify_waits = false;
+		start_verify(x);
+		return;
+	}
+	maybe_hash(x);
+}
+
+/* What lies below base is written for good: the worker hashes it now, so
+ * the check at the end has only the rest to read. */
+static void maybe_hash(struct lobby_xrecv *x)
+{
+	uint64_t upto = x->base * x->chunk;
+	struct hash_job *j;
+
+	if (upto > x->total_bytes)
+		upto = x->total_bytes;
+	if (x->hasher == NULL || x->hjob != NULL || x->finalizing || x->failed ||
+	    upto < lobby_save_hasher_done(x->hasher) + HASH_STEP)
+		return;
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return;
+	j->x = x;
+	j->h = x->hasher;
+	j->upto = upto;
+	x->hasher = NULL;
+	x->hjob = j;
+	if (ev_work_submit(x->l->loop, hash_work, hash_done, j) < 0) {
+		x->hasher = j->h;
+		x->hjob = NULL;
+		free(j);
 	}
 }
 
@@ -555,6 +655,8 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 		fail(x, err);
 		return;
 	}
+	/* NULL (no memory): the check at the end hashes it all. */
+	x->hasher = lobby_save_hasher_new(x->save);
 	log_info("xfer-recv-begin sid=%u bytes=%llu chunks=%llu chunk=%llu files=%zu rally=%d "
 		 "resumed=%llu",
 		 x->sid, (unsigned long long)x->total_bytes, (unsigned long long)x->total_chunks,
@@ -563,13 +665,15 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 	if (x->resumed == 0)
 		maybe_pull(x, fb);
 	send_ack(x);
+	/* netpunch: pct 0 at once, and again with the first chunk (last_pct
+	 * stays -1); the first fack at once, not a feedback interval later. */
 	emit_pct(x, x->total_chunks == 0 ? 0 : (int)(x->recv_count * 100 / x->total_chunks));
-	x->last_pct = x->total_chunks == 0 ? 0 : (int)(x->recv_count * 100 / x->total_chunks);
 	row(x, NULL);
 	if (x->base == x->total_chunks) {
 		finalize(x);
 		return;
 	}
+	send_fack(x);
 	ev_timer_start(x->l->loop, &x->tick, x->rally ? x->fb_ms : LOBBY_XFER_FEEDBACK_MS, on_tick,
 		       x);
 }
@@ -605,16 +709,19 @@ static int pull_data(void *arg, const uint8_t *p, size_t n)
 		if (!held(x, x->tcp_mark)) {
 			x->have[x->tcp_mark / 8] |= (uint8_t)(1u << (x->tcp_mark % 8));
 			x->recv_count++;
+			/* netpunch feeds the stream chunk by chunk: its pct
+			 * events come at each 10 % on the TCP path too. */
+			progress(x);
 		}
 		x->tcp_mark++;
 	}
 	while (x->base < x->total_chunks && held(x, x->base))
 		x->base++;
-	progress(x);
 	if (x->base == x->total_chunks) {
 		finalize(x);
 		return -1;
 	}
+	maybe_hash(x);
 	return 0;
 }
 
@@ -703,6 +810,8 @@ void lobby_xrecv_on_chunk(struct lobby_xrecv *x, const uint8_t *p, size_t len)
 	progress(x);
 	if (x->base == x->total_chunks)
 		finalize(x);
+	else
+		maybe_hash(x);
 }
 
 bool lobby_xrecv_complete(const struct lobby_xrecv *x)

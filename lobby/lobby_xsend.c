@@ -51,7 +51,7 @@ struct tgt {
 	/* Its cut of the blob: the round's, or a rally joiner's own. */
 	bool rally;
 	uint64_t chunk, total_chunks;
-	unsigned window;
+	unsigned window, fb_ms;
 	uint64_t base, next;
 	uint64_t sent_max;                    /* one past the highest seq sent over UDP */
 	unsigned rewinds;                     /* restarts from a lower base */
@@ -70,10 +70,15 @@ struct tgt {
 	bool x_have;
 	long long x_got, x_lost, x_hs, x_t_us; /* its last xstat */
 	uint64_t retx_out;                     /* retransmissions since */
-	uint64_t srtt_us;
+	uint64_t srtt_us, rttvar_us;
 	double loss; /* of first transmissions, smoothed */
 	bool app_limited;
-	uint64_t dgrams, retx; /* counters for the log */
+	uint64_t gone;                /* presumed lost below this (presume_lost) */
+	uint64_t moved_us;            /* when its highest seen or base last moved */
+	uint64_t x_at_us;             /* when its last report came */
+	uint64_t begin_us;            /* the last fbegin sent */
+	uint64_t dbg_at;              /* the last debug line */
+	uint64_t dgrams, retx, tails; /* counters for the log */
 	/* --max-rate on netpunch's pump: bytes it may send now. */
 	double bucket;
 	uint64_t bucket_at;
@@ -188,9 +193,10 @@ static void send_begin(struct lobby_xsend *x, struct tgt *t)
 					     .has_rally = t->rally,
 					     .rally_v = LOBBY_XFER_RALLY_V,
 					     .rally_window = t->window,
-					     .rally_fb_ms = LOBBY_XFER_RALLY_FB_MS};
+					     .rally_fb_ms = t->fb_ms};
 	lobby_net_send_msg(x->l, &t->addr, &m);
 	t->last_begin = now_ms(x);
+	t->begin_us = ev_monotonic_us();
 }
 
 /* One chunk as a plain D frame: "NP1:D" "NPF1" sid seq bytes. */
@@ -243,7 +249,11 @@ static bool is_held(const struct tgt *t, uint64_t seq)
 static uint64_t inflight(const struct tgt *t)
 {
 	uint64_t seen = (uint64_t)(t->hs + 1) > t->base ? (uint64_t)(t->hs + 1) : t->base;
-	uint64_t out = t->next > seen ? t->next - seen : 0;
+	uint64_t out;
+
+	if (t->gone > seen)
+		seen = t->gone;
+	out = t->next > seen ? t->next - seen : 0;
 
 	return (out + t->retx_out) * t->chunk;
 }
@@ -260,6 +270,46 @@ static int send_rally(struct lobby_xsend *x, struct tgt *t, uint64_t seq, bool r
 }
 
 /*
+ * Holes are named only below the highest chunk the receiver has seen, so
+ * the ones lost above it (the tail of a round, or a burst its socket
+ * dropped) would never be, and would count as in flight for ever. A chunk
+ * past the highest seen is presumed lost when a report came a round trip
+ * and a feedback interval after it was sent and still had not seen it: it
+ * goes to the holes (once: gone marks how far this went) and out of what
+ * is in flight. The evidence is a report, not the clock: a receiver that
+ * stalls (no reports) holds its chunks in its queue, and they stay in
+ * flight, so the window holds the sender back instead of flooding it.
+ */
+static void presume_lost(struct tgt *t, uint64_t hold, uint64_t now_us)
+{
+	uint64_t q = (uint64_t)(t->hs + 1) > t->base ? (uint64_t)(t->hs + 1) : t->base;
+	uint64_t seen_at = t->x_at_us;
+
+	/* Nothing seen move for a while: what was presumed lost and resent
+	 * may be lost again, so the scan starts over from the highest seen. */
+	if (t->gone > q && now_us - t->moved_us > 2 * hold) {
+		t->gone = q;
+		t->moved_us = now_us;
+	}
+	if (t->gone > q)
+		q = t->gone;
+	if (seen_at == 0 || q >= t->next)
+		return;
+	for (; q < t->next && t->nholes < LOBBY_XFER_MAX_HOLES; q++) {
+		uint64_t at = t->sent_us[q % RING] & ~RETX_FLAG;
+
+		if (at + hold >= seen_at)
+			break;
+		if (!is_held(t, q))
+			t->holes[t->nholes++] = (uint32_t)q;
+	}
+	if (q > t->gone) {
+		t->gone = q;
+		t->tails++;
+	}
+}
+
+/*
  * rally's pump: as many bytes as lobby_cc allows now, the holes first (a
  * hole retransmitted less than a round trip and a feedback interval ago
  * waits: its copy may still be on the way), then new chunks up to base +
@@ -269,7 +319,12 @@ static void pump_rally(struct lobby_xsend *x, struct tgt *t, long long now)
 {
 	uint64_t now_us = ev_monotonic_us();
 	uint64_t c = t->chunk, spent = 0, credit, end;
-	uint64_t hold = t->srtt_us + LOBBY_XFER_RALLY_FB_MS * 1000ULL + 1000ULL;
+	/* How long a chunk may take before it is given up (RFC 6298's RTO,
+	 * with the feedback interval on top and 2 ms at least for the
+	 * variance): a retransmission is not repeated sooner, a chunk past
+	 * the highest seen not presumed lost sooner. */
+	uint64_t var = 4 * t->rttvar_us > 2000 ? 4 * t->rttvar_us : 2000;
+	uint64_t hold = t->srtt_us + var + t->fb_ms * 1000ULL;
 	size_t keep = 0;
 	unsigned n = 0;
 
@@ -280,9 +335,22 @@ static void pump_rally(struct lobby_xsend *x, struct tgt *t, long long now)
 		t->next = t->base;
 		t->last_resend = now;
 		t->hs = (long long)t->base - 1;
+		t->gone = t->base;
 		t->retx_out = 0;
 	}
+	presume_lost(t, hold, now_us);
 	credit = lobby_cc_credit(&t->cc, inflight(t), now_us);
+	if (log_enabled(LOG_LEVEL_DEBUG) && now_us - t->dbg_at >= 100000) {
+		t->dbg_at = now_us;
+		log_debug("xfer-send-cc name=\"%s\" base=%llu next=%llu hs=%lld holes=%zu "
+			  "inflight=%llu cwnd=%llu pace=%.0f btl=%.0f rtprop_us=%llu srtt_us=%llu "
+			  "mode=%s",
+			  t->name, (unsigned long long)t->base, (unsigned long long)t->next, t->hs,
+			  t->nholes, (unsigned long long)inflight(t),
+			  (unsigned long long)t->cc.cwnd, t->cc.pacing_rate, t->cc.btl_bw,
+			  (unsigned long long)t->cc.rt_prop_us, (unsigned long long)t->srtt_us,
+			  lobby_cc_mode_name(t->cc.mode));
+	}
 	for (size_t k = 0; k < t->nholes; k++) {
 		uint64_t s = t->holes[k], at = t->sent_us[s % RING];
 
@@ -357,7 +425,10 @@ static void pump_one(struct lobby_xsend *x, struct tgt *t, long long now)
 		return;
 	}
 	if (!t->ready || t->total_chunks == 0) {
-		if (now - t->last_begin >= LOBBY_XFER_BEGIN_MS)
+		/* A rally joiner acks within a feedback interval: its fbegin
+		 * goes again sooner than netpunch's 0.2 s. */
+		if (now - t->last_begin >=
+		    (t->rally ? 2 * (long long)t->fb_ms : LOBBY_XFER_BEGIN_MS))
 			send_begin(x, t);
 		return;
 	}
@@ -519,9 +590,8 @@ static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg
  * A rally receiver's report: a delivery-rate sample (chunks it got since
  * its last report, over its own clock's interval), a round trip (the send
  * time of the highest chunk it has seen, less how long it held it), the
- * share of first transmissions it found missing. Random loss on a path
- * whose RTT sits at its minimum is noise, not a full queue: the sample is
- * scaled up by it, so lobby_cc keeps the rate the path carries.
+ * share of first transmissions it found missing (for the log: lobby_cc
+ * does not slow down for loss, docs/transfer.md says why).
  */
 static void on_xstat(struct tgt *t, const struct lobby_msg_xstat *s)
 {
@@ -537,26 +607,47 @@ static void on_xstat(struct tgt *t, const struct lobby_msg_xstat *s)
 		if (s->got > t->x_got)
 			delivered = (uint64_t)(s->got - t->x_got) * t->chunk;
 		interval = (uint64_t)(s->t_us - t->x_t_us);
+		/* BBR's rule: over the longer of the receiver's interval and the
+		 * one these chunks were sent in, so a burst the receiver drains
+		 * from its queue does not look like a faster path. */
+		if (s->hs > t->x_hs && t->x_hs >= 0 && (uint64_t)t->x_hs + RING > t->next) {
+			uint64_t a = t->sent_us[t->x_hs % RING] & ~RETX_FLAG;
+			uint64_t b = t->sent_us[s->hs % RING] & ~RETX_FLAG;
+
+			if (a != 0 && b > a && b - a > interval)
+				interval = b - a;
+		}
 		if (s->hs > t->x_hs && s->lost >= t->x_lost) {
 			double sample = (double)(s->lost - t->x_lost) / (double)(s->hs - t->x_hs);
 
 			t->loss = 0.9 * t->loss + 0.1 * (sample < 1 ? sample : 1);
 		}
 	}
-	if (s->hs >= 0 && (uint64_t)s->hs + RING > t->next) {
-		uint64_t at = t->sent_us[s->hs % RING] & ~RETX_FLAG;
+	/* Karn: a chunk sent more than once gives no round trip (which copy
+	 * came is not known). */
+	if (s->hs >= 0 && (uint64_t)s->hs + RING > t->next &&
+	    !(t->sent_us[s->hs % RING] & RETX_FLAG)) {
+		uint64_t at = t->sent_us[s->hs % RING];
 
 		if (at != 0 && now_us > at + (uint64_t)s->age_us)
 			rtt = now_us - at - (uint64_t)s->age_us;
 	}
-	if (rtt > 0)
-		t->srtt_us = t->srtt_us == 0 ? rtt : (7 * t->srtt_us + rtt) / 8;
-	if (delivered > 0 && t->loss > 0.001 && rtt > 0 && t->cc.rt_prop_us > 0 &&
-	    rtt < t->cc.rt_prop_us + t->cc.rt_prop_us / 4 + 2000)
-		delivered = (uint64_t)((double)delivered / (1 - (t->loss < 0.5 ? t->loss : 0.5)));
-	if (s->hs > t->hs)
+	if (rtt > 0 && t->srtt_us == 0) {
+		t->srtt_us = rtt;
+		t->rttvar_us = rtt / 2;
+	} else if (rtt > 0) {
+		/* RFC 6298's smoothing. */
+		uint64_t d = rtt > t->srtt_us ? rtt - t->srtt_us : t->srtt_us - rtt;
+
+		t->rttvar_us = (3 * t->rttvar_us + d) / 4;
+		t->srtt_us = (7 * t->srtt_us + rtt) / 8;
+	}
+	if (s->hs > t->hs) {
 		t->hs = s->hs;
+		t->moved_us = now_us;
+	}
 	t->retx_out = 0;
+	t->x_at_us = now_us;
 	t->x_have = true;
 	t->x_got = s->got;
 	t->x_lost = s->lost;
@@ -607,6 +698,8 @@ void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const st
 			return;
 		if (m->fbegin_ack.has_rally)
 			take_have(x, t, &m->fbegin_ack);
+		if (t->rally && !t->ready && t->begin_us != 0)
+			lobby_cc_seed(&t->cc, ev_monotonic_us() - t->begin_us);
 		t->ready = true;
 		return;
 	case LOBBY_MSG_XSTAT:
@@ -624,10 +717,11 @@ void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const st
 			if (t->rally)
 				log_info(
 					"xfer-send-stats sid=%u name=\"%s\" chunk=%llu dgrams=%llu "
-					"retx=%llu resumed=%llu srtt_us=%llu rate=%.0f loss=%.3f "
-					"mode=%s",
+					"retx=%llu tails=%llu resumed=%llu srtt_us=%llu rate=%.0f "
+					"loss=%.3f mode=%s",
 					x->sid, t->name, (unsigned long long)t->chunk,
 					(unsigned long long)t->dgrams, (unsigned long long)t->retx,
+					(unsigned long long)t->tails,
 					(unsigned long long)t->resumed,
 					(unsigned long long)t->srtt_us, t->cc.btl_bw, t->loss,
 					lobby_cc_mode_name(t->cc.mode));
@@ -781,7 +875,9 @@ static void cut(struct lobby_xsend *x, struct tgt *t, uint64_t now_us)
 		return;
 	}
 	t->window = LOBBY_XFER_RALLY_WINDOW;
-	lobby_cc_init(&t->cc, t->chunk, x->l->cfg.max_rate, now_us);
+	/* On loopback rounds are as short as the feedback: more of it. */
+	t->fb_ms = addr_is_loopback(&t->addr) ? LOBBY_XFER_RALLY_FB_LO_MS : LOBBY_XFER_RALLY_FB_MS;
+	lobby_cc_init(&t->cc, t->chunk, t->fb_ms * 1000ULL, x->l->cfg.max_rate, now_us);
 }
 
 static void begin(struct lobby_xsend *x)
