@@ -12,6 +12,8 @@
 #define FULL_GROWTH     (1.25)
 #define FULL_ROUNDS     (3)
 #define PHASE_ROUNDS    (2)
+#define BETA            (0.85)        /* the estimate after a round with a full queue */
+#define QUEUE_US        (5000)        /* queueing delay that is not noise */
 #define FULL_MIN_CHUNKS (8)           /* a round delivering fewer does not end startup */
 #define RTPROP_US       (10000000ULL) /* the min RTT is trusted this long */
 #define PROBE_RTT_US    (200000ULL)
@@ -19,7 +21,8 @@
 #define INIT_RATE       (4e6)     /* bytes/s before any sample */
 #define INIT_CWND       (16)      /* chunks before any RTT */
 #define MIN_CWND        (4)
-#define CREDIT_US       (2000.0) /* the pacer's burst: 2 ms of its rate */
+#define CREDIT_US       (2000.0)  /* the pacer's burst: 2 ms of its rate */
+#define CREDIT_MAX_US   (10000.0) /* ... or as long as the pump was away, up to this */
 
 static const double cycle_gain[8] = {1.25, 0.75, 1, 1, 1, 1, 1, 1};
 
@@ -93,8 +96,9 @@ void lobby_cc_seed(struct lobby_cc *c, uint64_t rtt_us)
 	rate = (double)(INIT_CWND * c->mss) * 1e6 / (double)rtt_us;
 	if (rate > c->init_rate)
 		c->init_rate = rate;
-	if (c->rt_prop_us == 0 || rtt_us < c->rt_prop_us)
-		c->rt_prop_us = rtt_us;
+	/* Not a sample of rt_prop: an ack of an earlier fbegin, or one that
+	 * waited in the receiver's loop, would make it too small for 10 s
+	 * and the window with it. */
 	outputs(c);
 }
 
@@ -112,12 +116,29 @@ static void enter_probe_bw(struct lobby_cc *c)
  * its next gain. */
 static void end_round(struct lobby_cc *c, bool app_limited, uint64_t now)
 {
-	uint64_t got = c->round_bytes;
+	uint64_t got = c->round_bytes, lost = c->round_lost;
 	double max = 0;
 
 	c->round++;
 	c->round_at = now;
-	c->round_bytes = 0;
+	c->round_bytes = c->round_lost = 0;
+	/* Loss with a queue: more than 2 % of the round lost while the RTT
+	 * stands well above its minimum means a full queue at the bottleneck,
+	 * not a noisy link. The estimate goes down by BETA (BBRv2's answer),
+	 * so the queue drains; probe_bw finds the rate again. */
+	if (lost * 50 > got + lost && c->rt_prop_us > 0 &&
+	    c->srtt_us >
+		    c->rt_prop_us + (c->rt_prop_us / 4 > QUEUE_US ? c->rt_prop_us / 4 : QUEUE_US)) {
+		for (unsigned i = 0; i < LOBBY_CC_ROUNDS; i++)
+			c->round_max[i] *= BETA;
+		c->btl_bw *= BETA;
+		c->backoffs++;
+		if (c->mode == LOBBY_CC_STARTUP) {
+			c->mode = LOBBY_CC_DRAIN;
+			c->pacing_gain = DRAIN_GAIN;
+		}
+		return;
+	}
 	c->round_max[c->round % LOBBY_CC_ROUNDS] = 0;
 	for (unsigned i = 0; i < LOBBY_CC_ROUNDS; i++) {
 		if (c->round_max[i] > max)
@@ -156,13 +177,16 @@ static void end_round(struct lobby_cc *c, bool app_limited, uint64_t now)
 	}
 }
 
-void lobby_cc_on_ack(struct lobby_cc *c, uint64_t delivered, uint64_t interval_us, uint64_t rtt_us,
-		     uint64_t inflight, bool app_limited, uint64_t now_us)
+void lobby_cc_on_ack(struct lobby_cc *c, uint64_t delivered, uint64_t lost, uint64_t interval_us,
+		     uint64_t rtt_us, uint64_t inflight, bool app_limited, uint64_t now_us)
 {
 	uint64_t round_len;
 	double rate;
 
 	c->round_bytes += delivered;
+	c->round_lost += lost;
+	if (rtt_us > 0)
+		c->srtt_us = c->srtt_us == 0 ? rtt_us : (7 * c->srtt_us + rtt_us) / 8;
 	if (interval_us > 0) {
 		c->ack_us = c->ack_us == 0 ? interval_us : (7 * c->ack_us + interval_us) / 8;
 		if (delivered > 0) {
@@ -206,12 +230,15 @@ void lobby_cc_on_ack(struct lobby_cc *c, uint64_t delivered, uint64_t interval_u
 
 uint64_t lobby_cc_credit(struct lobby_cc *c, uint64_t inflight, uint64_t now_us)
 {
-	double cap = c->pacing_rate * CREDIT_US / 1e6, room;
+	double dt = now_us > c->credit_at ? (double)(now_us - c->credit_at) : 0, cap, room;
 
+	/* At most 2 ms of the rate, or as long as the pump was away (up to
+	 * 10 ms): a loop that wakes late must not lose the rate. */
+	cap = c->pacing_rate *
+	      (dt > CREDIT_US ? (dt < CREDIT_MAX_US ? dt : CREDIT_MAX_US) : CREDIT_US) / 1e6;
 	if (cap < (double)(2 * c->mss))
 		cap = (double)(2 * c->mss);
-	if (now_us > c->credit_at)
-		c->credit += c->pacing_rate * (double)(now_us - c->credit_at) / 1e6;
+	c->credit += c->pacing_rate * dt / 1e6;
 	c->credit_at = now_us;
 	if (c->credit > cap)
 		c->credit = cap;

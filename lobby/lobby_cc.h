@@ -32,6 +32,9 @@ struct lobby_cc {
 	unsigned round;                    /* rounds so far */
 	uint64_t round_at;                 /* when this one began */
 	uint64_t round_bytes;              /* delivered in it */
+	uint64_t round_lost;               /* and found lost */
+	uint64_t srtt_us;                  /* smoothed RTT (the queue: srtt - rt_prop) */
+	unsigned backoffs;                 /* rounds it found the queue full */
 	double init_rate;                  /* bytes/s before any sample */
 	double btl_bw;                     /* max over round_max, bytes/s */
 	uint64_t rt_prop_us;               /* min RTT over the last 10 s (0: none yet) */
@@ -65,13 +68,14 @@ void lobby_cc_seed(struct lobby_cc *c, uint64_t rtt_us);
 
 /*
  * One piece of feedback: delivered bytes arrived at the receiver over the
- * last interval_us (a delivery-rate sample), rtt_us one round trip seen
+ * last interval_us (a delivery-rate sample), lost bytes it found missing
+ * since the last feedback, rtt_us one round trip seen
  * now (0: none in this feedback), inflight bytes still out. app_limited:
  * the sender had less to send than it was allowed (the sample may only
  * raise the estimate).
  */
-void lobby_cc_on_ack(struct lobby_cc *c, uint64_t delivered, uint64_t interval_us, uint64_t rtt_us,
-		     uint64_t inflight, bool app_limited, uint64_t now_us);
+void lobby_cc_on_ack(struct lobby_cc *c, uint64_t delivered, uint64_t lost, uint64_t interval_us,
+		     uint64_t rtt_us, uint64_t inflight, bool app_limited, uint64_t now_us);
 
 /*
  * How many bytes may go now: the pacer's credit since the last call (at

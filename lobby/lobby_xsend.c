@@ -39,6 +39,11 @@
 #define RALLY_BUDGET (512) /* datagrams per rally peer per pump */
 #define RING         LOBBY_XFER_RALLY_RING
 #define RETX_FLAG    (1ULL) /* the low bit of a send time: a retransmission */
+#define HIST         (4)    /* reports a delivery-rate sample spans */
+
+struct rep {
+	long long got, hs, t_us;
+};
 
 struct tgt {
 	struct addr addr;
@@ -69,7 +74,9 @@ struct tgt {
 	long long hs;      /* the highest seq it has seen */
 	bool x_have;
 	long long x_got, x_lost, x_hs, x_t_us; /* its last xstat */
-	uint64_t retx_out;                     /* retransmissions since */
+	struct rep hist[HIST];                 /* the ones before */
+	unsigned nhist;
+	uint64_t retx_out; /* retransmissions since */
 	uint64_t srtt_us, rttvar_us;
 	double loss; /* of first transmissions, smoothed */
 	bool app_limited;
@@ -196,7 +203,9 @@ static void send_begin(struct lobby_xsend *x, struct tgt *t)
 					     .rally_fb_ms = t->fb_ms};
 	lobby_net_send_msg(x->l, &t->addr, &m);
 	t->last_begin = now_ms(x);
-	t->begin_us = ev_monotonic_us();
+	if (t->begin_us == 0)
+		t->begin_us =
+			ev_monotonic_us(); /* the first: a lost one makes the rtt longer, not shorter */
 }
 
 /* One chunk as a plain D frame: "NP1:D" "NPF1" sid seq bytes. */
@@ -595,7 +604,7 @@ static void on_fack(struct lobby_xsend *x, struct tgt *t, const struct lobby_msg
  */
 static void on_xstat(struct tgt *t, const struct lobby_msg_xstat *s)
 {
-	uint64_t now_us = ev_monotonic_us(), delivered = 0, interval = 0, rtt = 0;
+	uint64_t now_us = ev_monotonic_us(), delivered = 0, lost = 0, interval = 0, rtt = 0;
 
 	if (!t->rally || t->sent_us == NULL || s->t_us < 0 || s->got < 0 ||
 	    s->got > (long long)t->total_chunks || s->hs < -1 || s->hs >= (long long)t->sent_max ||
@@ -604,25 +613,34 @@ static void on_xstat(struct tgt *t, const struct lobby_msg_xstat *s)
 	if (t->x_have && s->t_us <= t->x_t_us)
 		return; /* an old one, reordered */
 	if (t->x_have) {
-		if (s->got > t->x_got)
-			delivered = (uint64_t)(s->got - t->x_got) * t->chunk;
-		interval = (uint64_t)(s->t_us - t->x_t_us);
+		/* The sample spans the last HIST reports: over one interval a
+		 * slow link delivers a handful of chunks, and the max filter
+		 * would take the noise for the rate. */
+		const struct rep *b = &t->hist[t->nhist >= HIST ? t->nhist % HIST : 0];
+
+		if (s->got > b->got)
+			delivered = (uint64_t)(s->got - b->got) * t->chunk;
+		interval = s->t_us > b->t_us ? (uint64_t)(s->t_us - b->t_us) : 0;
 		/* BBR's rule: over the longer of the receiver's interval and the
 		 * one these chunks were sent in, so a burst the receiver drains
 		 * from its queue does not look like a faster path. */
-		if (s->hs > t->x_hs && t->x_hs >= 0 && (uint64_t)t->x_hs + RING > t->next) {
-			uint64_t a = t->sent_us[t->x_hs % RING] & ~RETX_FLAG;
-			uint64_t b = t->sent_us[s->hs % RING] & ~RETX_FLAG;
+		if (s->hs > b->hs && b->hs >= 0 && (uint64_t)b->hs + RING > t->next) {
+			uint64_t a = t->sent_us[b->hs % RING] & ~RETX_FLAG;
+			uint64_t z = t->sent_us[s->hs % RING] & ~RETX_FLAG;
 
-			if (a != 0 && b > a && b - a > interval)
-				interval = b - a;
+			if (a != 0 && z > a && z - a > interval)
+				interval = z - a;
 		}
+		if (s->lost > t->x_lost)
+			lost = (uint64_t)(s->lost - t->x_lost) * t->chunk;
 		if (s->hs > t->x_hs && s->lost >= t->x_lost) {
 			double sample = (double)(s->lost - t->x_lost) / (double)(s->hs - t->x_hs);
 
 			t->loss = 0.9 * t->loss + 0.1 * (sample < 1 ? sample : 1);
 		}
 	}
+	t->hist[t->nhist % HIST] = (struct rep){s->got, s->hs, s->t_us};
+	t->nhist++;
 	/* Karn: a chunk sent more than once gives no round trip (which copy
 	 * came is not known). */
 	if (s->hs >= 0 && (uint64_t)s->hs + RING > t->next &&
@@ -653,7 +671,8 @@ static void on_xstat(struct tgt *t, const struct lobby_msg_xstat *s)
 	t->x_lost = s->lost;
 	t->x_hs = s->hs;
 	t->x_t_us = s->t_us;
-	lobby_cc_on_ack(&t->cc, delivered, interval, rtt, inflight(t), t->app_limited, now_us);
+	lobby_cc_on_ack(&t->cc, delivered, lost, interval, rtt, inflight(t), t->app_limited,
+			now_us);
 }
 
 /* A resuming receiver's have: [from, to) pairs it holds already. */

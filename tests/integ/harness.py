@@ -878,8 +878,8 @@ class Bridge(Proc):
     connect(lobby) hands it the lobby's game relay port."""
 
     def __init__(self, env, ident, send=0, size=64, rate=200, duration_ms=3000, echo=False,
-                 name=None, wait_go=False, argv_prefix=()):
-        argv = list(argv_prefix) + [BRIDGE_BIN, "--port", "0", "--lobby", "-", "--id", str(ident),
+                 name=None, wait_go=False, argv_prefix=(), port=0):
+        argv = list(argv_prefix) + [BRIDGE_BIN, "--port", str(port), "--lobby", "-", "--id", str(ident),
                 "--send", str(send), "--size", str(size), "--rate", str(rate),
                 "--duration-ms", str(duration_ms)]
         if echo:
