@@ -10,7 +10,8 @@
  *   lobby_rv.c       knocks, the host's poll and punches, relay binds,
  *                    publishing to the master
  *   lobby_game.c     the game bridge's loopback socket
- *   lobby_ipc.c      lobby_out.jsonl, lobby_in.jsonl, lobby_state.json
+ *   lobby_ipc.c      lobby_out.jsonl, lobby_in.jsonl, lobby_state.json,
+ *                    lobby_panel.txt
  * and the roles, each behind struct lobby_role (nothing else names a
  * role's functions):
  *   lobby_host.c     the host's session: joins, roster, chat, start
@@ -177,6 +178,18 @@ int lobby_role_start(struct lobby *l, const struct joincode *code);
 /* Its free, then its state; a no-op without a role or before start. */
 void lobby_role_free(struct lobby *l);
 
+/* What both roles say the way netpunch does (lobby_role.c). */
+#define LOBBY_MOD_DISPLAY_NAME "Transport Fever 2 Multiplayer"
+/* Whether the save at save_path was made with the multiplayer mod on: its
+ * <save_path>.lua names the game script ["lockstep.lua"] (lobby.py
+ * _save_has_mp_mod). 1 yes, 0 no, -errno when that file cannot be read. */
+int lobby_role_save_has_mp_mod(const char *save_path);
+/* The last path component of path, as Python's os.path.basename. */
+const char *lobby_role_basename(const char *path);
+/* {"cmd": "note", "text": ...}: a MULTIPLAYER notice of the text's first
+ * 400 characters for this player only (lobby.py _report_command). */
+void lobby_role_note(struct lobby *l, const char *text);
+
 struct lobby {
 	struct lobby_cfg cfg;
 	struct ev_loop *loop;
@@ -259,8 +272,9 @@ typedef void lobby_observe_cb(struct lobby *l, void *arg);
  * or after about 3 s.
  */
 int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *arg);
-/* What both roles begin with: bind the lobby socket (port 0: any), say
- * status <state> "observing NAT", then lobby_observe_start. 0 or -errno. */
+/* What the host begins with: bind the lobby socket (port 0: any), say
+ * status <state> "observing NAT", then lobby_observe_start. 0 or -errno.
+ * (A joiner observes itself without a word, as netpunch's does.) */
 int lobby_observe_open(struct lobby *l, uint16_t port, bool upnp, const char *state,
 		       lobby_observe_cb *cb, void *arg);
 void lobby_observe_free(struct lobby_observe *o);
@@ -309,10 +323,17 @@ int lobby_ipc_new(struct lobby *l);
 void lobby_ipc_free(struct lobby_ipc *i);
 /* Appends one event line to lobby_out.jsonl. */
 void lobby_ipc_emit(struct lobby *l, const struct lobby_event *e);
-/* {"type":"status","state":state,"detail":detail}, and lobby_state.json. */
+/* {"type":"status","state":state,"detail":detail}: an event only, as in
+ * netpunch (lobby_state.json is the roles' to set, with lobby_ipc_state). */
 void lobby_ipc_status(struct lobby *l, const char *state, const char *detail);
-/* Merges fields into lobby_state.json (a JSON object text) and rewrites it. */
+/* A local notice: {"type":"chat","from":"MULTIPLAYER","text":text}, no ts. */
+void lobby_ipc_notice(struct lobby *l, const char *text);
+/* Sets one field of lobby_state.json (taking value) and rewrites it, with
+ * lobby_panel.txt. A new key goes last; a known one keeps its place. */
 void lobby_ipc_state(struct lobby *l, const char *key, struct json_object *value);
+/* The same for every field of the object fields (taken), in its key order,
+ * with one write. */
+void lobby_ipc_state_merge(struct lobby *l, struct json_object *fields);
 
 /* Stops the process with this exit status once the loop returns. */
 void lobby_exit(struct lobby *l, int status);

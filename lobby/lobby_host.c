@@ -6,10 +6,15 @@
  * with --password), print CODE=..., answer every HELLO, and serve joiners:
  * join (version check, lobby full, names de-duplicated, a company as the
  * mode gives it), welcome, a roster to everyone on every change and every
- * 2 s, chat stamped and relayed three times, stage and company, peers
- * dropped after 10 s of silence, start without a save, bye on quit. Game
- * frames from the bridge go to every joiner; a joiner's frames are
- * delivered locally and forwarded to the others (star).
+ * 2 s, chat stamped and relayed three times, stage and company, the mode,
+ * peers dropped after 10 s of silence, start with or without a save, bye
+ * on quit. Game frames from the bridge go to every joiner; a joiner's
+ * frames are delivered locally and forwarded to the others (star).
+ *
+ * The game beside us sees what netpunch's run_host shows it: a roster
+ * event only when the players or their companies changed (or a stage
+ * text), lobby_state.json rewritten with every roster event, statuses as
+ * events only.
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -28,6 +33,7 @@
 #include "lobby_xfer.h"
 #include "log.h"
 #include "num.h"
+#include "pyjson.h"
 #include "seal.h"
 #include "strbuf.h"
 
@@ -37,6 +43,12 @@
 #define HOST_COMPANY (1)
 /* Names whose company a companies-mode host remembers for their return. */
 #define REMEMBER_MAX (2 * LOBBY_CAP)
+/* Saves refused for want of the mod: the chat says why once a minute per
+ * path (lobby.py _mod_check); the least recently told path makes room. */
+#define REFUSALS          (16)
+#define REFUSAL_EVERY_MS  (60000)
+#define STAGE_RECEIVED    "save received, loading"
+#define STAGE_LOADING_PRE "loading world"
 
 struct peer {
 	struct addr addr;
@@ -55,6 +67,12 @@ struct remembered {
 	char name[LOBBY_NAME_MAX * 4 + 1];
 	int company;
 	unsigned long long seq; /* 0: a free slot */
+};
+
+struct refusal {
+	char path[PATH_MAX];
+	long long told_ms;
+	bool used;
 };
 
 struct lobby_host {
@@ -79,6 +97,14 @@ struct lobby_host {
 	bool xfer_over;
 	char pending_save[PATH_MAX];
 	char last_shared[PATH_MAX];
+	/* What welcomes and rosters say of the save's mods: [] until a save is
+	 * shared or advertised; then unknown (null, mods_unknown true), since
+	 * we cannot read a save's mod list (lobby.py's "advertised"). */
+	bool mods_unknown;
+	struct refusal refusals[REFUSALS];
+	/* The players and companies of the last roster event (lobby.py
+	 * last_emitted_roster): an event only when they change. */
+	char *last_key;
 	bool ready;
 	uint64_t joins, rejects_sent;
 	/* The roster's lists, rebuilt for every roster (the codec borrows). */
@@ -227,17 +253,19 @@ static void build_lists(struct lobby_host *h, struct lobby_msg_names *players,
 {
 	size_t nc = 0, ns = 0;
 
+	/* lobby.py's orders: companies the host first, then the joiners in
+	 * join order; stages the joiners, then the host; players sorted. */
 	h->nnames = 0;
 	h->names[h->nnames++] = h->name;
 	h->companies[nc++] = (struct lobby_msg_entry){h->name, NULL, h->company};
-	if (h->stage[0] != '\0')
-		h->stages[ns++] = (struct lobby_msg_entry){h->name, h->stage, 0};
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		h->names[h->nnames++] = p->name;
 		h->companies[nc++] = (struct lobby_msg_entry){p->name, NULL, p->company};
 		if (p->stage[0] != '\0')
 			h->stages[ns++] = (struct lobby_msg_entry){p->name, p->stage, 0};
 	}
+	if (h->stage[0] != '\0')
+		h->stages[ns++] = (struct lobby_msg_entry){h->name, h->stage, 0};
 	qsort(h->names, h->nnames, sizeof(h->names[0]), cmp_str);
 	*players = (struct lobby_msg_names){false, h->nnames, h->names};
 	*companies = (struct lobby_msg_dict){false, nc, h->companies};
@@ -258,8 +286,8 @@ static void send_welcome(struct lobby_host *h, struct peer *p)
 		.recovery = 0,
 		.lobby = l->cfg.lobby_name,
 		.relay = false,
-		.mods = NULL,
-		.mods_unknown = false,
+		.mods = h->mods_unknown ? NULL : "[]",
+		.mods_unknown = h->mods_unknown,
 	};
 	lobby_net_send_msg(l, &p->addr, &m);
 }
@@ -284,8 +312,8 @@ static void send_roster_to(struct lobby_host *h, struct peer *p)
 	r->host = h->name;
 	r->lobby = l->cfg.lobby_name;
 	r->relay = false;
-	r->mods = NULL;
-	r->mods_unknown = false;
+	r->mods = h->mods_unknown ? NULL : "[]";
+	r->mods_unknown = h->mods_unknown;
 	r->stored_age = (struct lobby_msg_num){.present = true, .i = -1};
 	r->stored_max = (struct lobby_msg_num){.present = true, .i = -1};
 	r->letters.null = true;
@@ -297,13 +325,15 @@ static void send_roster_to(struct lobby_host *h, struct peer *p)
 	lobby_net_send_msg(l, &p->addr, &m);
 }
 
-/* The roster for the game beside us (lobby_out.jsonl) and the state file. */
-static void roster_local(struct lobby_host *h)
+/* The roster event for the game beside us (lobby_out.jsonl), and the
+ * state file's fields in lobby.py emit_roster's order. */
+static void emit_roster(struct lobby_host *h)
 {
 	struct lobby *l = h->l;
 	struct lobby_event e = {.type = LOBBY_EV_ROSTER_HOST};
 	struct lobby_event_roster *r = &e.roster;
-	struct json_object *arr = json_object_new_array();
+	struct json_object *st = json_object_new_object(), *arr = json_object_new_array(),
+			   *comp = json_object_new_object();
 
 	build_lists(h, &r->players, &r->companies, &r->stages);
 	r->you = h->name;
@@ -316,14 +346,75 @@ static void roster_local(struct lobby_host *h)
 	lobby_ipc_emit(l, &e);
 	for (size_t i = 0; i < h->nnames; i++)
 		json_object_array_add(arr, json_object_new_string(h->names[i]));
-	lobby_ipc_state(l, "players", arr);
+	for (size_t i = 0; i < r->companies.n; i++)
+		json_object_object_add(comp, r->companies.v[i].key,
+				       json_object_new_int64(r->companies.v[i].num));
+	json_object_object_add(st, "state", json_object_new_string("connected"));
+	json_object_object_add(st, "code", json_object_new_string(h->code));
+	json_object_object_add(st, "players", arr);
+	json_object_object_add(st, "you", json_object_new_string(h->name));
+	json_object_object_add(st, "host", json_object_new_string(h->name));
+	json_object_object_add(st, "started", json_object_new_boolean(h->started));
+	json_object_object_add(st, "lobby", json_object_new_string(l->cfg.lobby_name));
+	json_object_object_add(st, "companies", comp);
+	json_object_object_add(st, "mode", json_object_new_string(mode_name(h)));
+	lobby_ipc_state_merge(l, st);
 }
 
-static void roster_changed(struct lobby_host *h)
+static void send_roster_packets(struct lobby_host *h)
 {
 	for (struct peer *p = first(h); p != NULL; p = next(h, p))
 		send_roster_to(h, p);
-	roster_local(h);
+}
+
+/* The players (sorted) and their companies, as one string. */
+static char *roster_key(struct lobby_host *h)
+{
+	struct lobby_msg_names players;
+	struct lobby_msg_dict companies, stages;
+	struct strbuf b;
+	char num[24];
+
+	build_lists(h, &players, &companies, &stages);
+	strbuf_init(&b, (size_t)LOBBY_CAP * (sizeof(h->name) + sizeof(num)) + 1);
+	/* Names have no control characters (lobby_msg_clean): \x1f and \x1e
+	 * separate. Players are sorted and unique, so this is sorted too. */
+	for (size_t i = 0; i < h->nnames; i++) {
+		for (size_t k = 0; k < companies.n; k++) {
+			if (strcmp(companies.v[k].key, h->names[i]) != 0)
+				continue;
+			strbuf_append(&b, h->names[i], strlen(h->names[i]));
+			snprintf(num, sizeof(num), "\x1f%lld\x1e", companies.v[k].num);
+			strbuf_append(&b, num, strlen(num));
+		}
+	}
+	strbuf_append(&b, "", 0);
+	return b.p;
+}
+
+/* lobby.py roster_changed: the roster to every peer; the event only when
+ * the players or their companies differ from the last one emitted. */
+static void roster_changed(struct lobby_host *h)
+{
+	char *key;
+
+	send_roster_packets(h);
+	key = roster_key(h);
+	if (key != NULL && h->last_key != NULL && strcmp(key, h->last_key) == 0) {
+		free(key);
+		return;
+	}
+	free(h->last_key);
+	h->last_key = key;
+	emit_roster(h);
+}
+
+/* A stage text changed (a joiner's, ours, the sender's): the roster to
+ * every peer and the event, whatever the key says. */
+static void stage_changed(struct lobby_host *h)
+{
+	send_roster_packets(h);
+	emit_roster(h);
 }
 
 /* A message several times to every peer, or to the marked ones (chat and
@@ -379,6 +470,8 @@ static void send_reject(struct lobby *l, const struct addr *to, const char *reas
 
 /* ---- requests ---- */
 
+static void drop_peer(struct lobby_host *h, struct peer *p, const char *why);
+
 static void do_join(struct lobby_host *h, const struct addr *from, const struct lobby_msg_join *jm)
 {
 	struct lobby *l = h->l;
@@ -398,6 +491,9 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 		log_info("reject peer=%s reason=version theirs=\"%s\"",
 			 addr_str(from, addr, sizeof(addr)),
 			 jm->version != NULL ? jm->version : "-");
+		/* A player who was in (a rename from another build) is out. */
+		if (p != NULL)
+			drop_peer(h, p, "version");
 		return;
 	}
 	if (p == NULL) {
@@ -467,11 +563,13 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 	roster_changed(h);
 }
 
+static void xfer_received(struct lobby_host *h, struct peer *p);
+
 static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_msg *m, bool sealed)
 {
 	struct lobby_host *h = host_of(l);
 	struct peer *p = peer_get(h, from);
-	char clean[CHAT_CHARS * 4 + 1];
+	char clean[CHAT_CHARS * 4 + 1], stage[STAGE_CHARS * 4 + 1];
 
 	(void)sealed;
 	if (m->type == LOBBY_MSG_JOIN) {
@@ -495,20 +593,31 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		drop_peer(h, p, "left");
 		return;
 	case LOBBY_MSG_STAGE:
-		lobby_msg_clean(m->stage != NULL ? m->stage : "", STAGE_CHARS, p->stage,
-				sizeof(p->stage));
-		roster_changed(h);
+		/* What a joiner is doing; "" clears it. Only a new text counts. */
+		lobby_msg_clean(m->stage != NULL ? m->stage : "", STAGE_CHARS, stage,
+				sizeof(stage));
+		if (strcmp(stage, p->stage) != 0) {
+			memcpy(p->stage, stage, sizeof(p->stage));
+			stage_changed(h);
+		}
 		return;
 	case LOBBY_MSG_FBEGIN_ACK:
 	case LOBBY_MSG_FACK:
 	case LOBBY_MSG_FDONE:
 	case LOBBY_MSG_XSTAT:
-		if (h->xfer != NULL)
+		if (h->xfer != NULL) {
+			enum lobby_xsend_state was = lobby_xsend_state_of(h->xfer, from);
+
 			lobby_xsend_on_msg(h->xfer, from, m);
+			/* The peer that verified shows so at once (lobby.py on_fdone). */
+			if (was == LOBBY_XSEND_ACTIVE &&
+			    lobby_xsend_state_of(h->xfer, from) == LOBBY_XSEND_DONE)
+				xfer_received(h, p);
+		}
 		return;
 	case LOBBY_MSG_COMPANY:
-		/* A joiner may set its own company only. */
-		if (m->company.player != NULL && strcmp(m->company.player, p->name) == 0 &&
+		/* A joiner may set its own company only (no player: its own). */
+		if ((m->company.player == NULL || strcmp(m->company.player, p->name) == 0) &&
 		    m->company.id >= 1 && m->company.id <= LOBBY_CAP) {
 			p->company = (int)m->company.id;
 			remember(h, p->name, p->company);
@@ -666,12 +775,14 @@ static void start_game(struct lobby_host *h, bool save)
 	lobby_ipc_state(l, "started", json_object_new_boolean(true));
 	log_info("start save=%s peers=%zu players=%zu", save ? "true" : "false", n,
 		 htab_count(h->peers) + 1);
-	roster_changed(h);
+	/* The started flags ride the rosters (the heal would in 2 s); the
+	 * game beside us saw the start, not a roster. */
+	send_roster_packets(h);
 }
 
 /* ---- the save transfer ---- */
 
-static void begin_save_transfer(struct lobby_host *h, const char *path);
+static void start_with_save(struct lobby_host *h, const char *path);
 
 /* The round is over: freed from the loop, not from inside its callback. */
 static void on_reap(struct ev_timer *t, void *arg)
@@ -688,7 +799,9 @@ static void on_reap(struct ev_timer *t, void *arg)
 	if (h->pending_save[0] != '\0') {
 		snprintf(pending, sizeof(pending), "%s", h->pending_save);
 		h->pending_save[0] = '\0';
-		begin_save_transfer(h, pending);
+		/* The queued START GAME, as if pressed now (lobby.py re-runs the
+		 * command). */
+		start_with_save(h, pending);
 	}
 }
 
@@ -727,13 +840,24 @@ static void xfer_stage(struct lobby *l, const struct addr *peer, const char *tex
 
 	if (p == NULL || strcmp(p->stage, text) == 0)
 		return;
-	if (strncmp(p->stage, "loading world", 13) == 0)
+	if (strncmp(p->stage, STAGE_LOADING_PRE, strlen(STAGE_LOADING_PRE)) == 0)
 		return;
 	theirs = stage_pct(p->stage);
 	if (theirs >= 0 && theirs >= stage_pct(text))
 		return;
 	snprintf(p->stage, sizeof(p->stage), "%s", text);
-	roster_changed(h);
+	stage_changed(h);
+}
+
+/* A target verified the save: its stage says so (lobby.py on_fdone's
+ * stage, merged as _merge_sender_stage does: a load under way stays). */
+static void xfer_received(struct lobby_host *h, struct peer *p)
+{
+	if (strcmp(p->stage, STAGE_RECEIVED) == 0 ||
+	    strncmp(p->stage, STAGE_LOADING_PRE, strlen(STAGE_LOADING_PRE)) == 0)
+		return;
+	snprintf(p->stage, sizeof(p->stage), STAGE_RECEIVED);
+	stage_changed(h);
 }
 
 /*
@@ -760,8 +884,10 @@ static void xfer_resolved(struct lobby *l)
 					      lobby_xsend_target_name(x, i));
 			failed++;
 		} else if (st == LOBBY_XSEND_DONE && p != NULL) {
+			/* The last fdone resolves the round before on_msg sees
+			 * it: its stage first, then the start. */
 			p->mark = true;
-			snprintf(p->stage, sizeof(p->stage), "save received, loading");
+			xfer_received(h, p);
 			done++;
 		}
 	}
@@ -785,13 +911,27 @@ static void xfer_resolved(struct lobby *l)
 
 static const struct lobby_xsend_ops xsend_ops = {xfer_aborted, xfer_stage, xfer_resolved};
 
+/* The save's mods cannot be read here (lobby.py mod_list_note): said
+ * beside us, and the welcomes and rosters say "unknown" from now on. */
+static void mods_unknown_note(struct lobby_host *h, const char *path)
+{
+	char text[PATH_MAX + 256];
+
+	h->mods_unknown = true;
+	snprintf(text, sizeof(text),
+		 "Could not read which mods %s needs; players who lack them will not be offered a "
+		 "download. If their game refuses the save, they must install your mods by hand.",
+		 lobby_role_basename(path));
+	lobby_ipc_notice(h->l, text);
+}
+
 /* lobby.py begin_save_transfer: to every peer not already started in a
  * started session. */
 static void begin_save_transfer(struct lobby_host *h, const char *path)
 {
 	struct lobby *l = h->l;
 	struct lobby_xsend_target t[LOBBY_CAP];
-	char err[PATH_MAX + 64], detail[PATH_MAX + 96];
+	char err[PATH_MAX + 64], detail[PATH_MAX + 256];
 	size_t n = 0;
 
 	if (path != h->last_shared)
@@ -821,7 +961,74 @@ static void begin_save_transfer(struct lobby_host *h, const char *path)
 	if (h->xfer == NULL) {
 		snprintf(detail, sizeof(detail), "save transfer failed: %s", err);
 		lobby_ipc_status(l, "failed", detail);
+		return;
 	}
+	/* netpunch's "could not read the mod list" path, every round: the
+	 * note here, a chat to everyone (fbegin says mods_unknown too). */
+	mods_unknown_note(h, path);
+	snprintf(detail, sizeof(detail),
+		 "The host could not read which mods %s needs: you will not be offered a download. "
+		 "If your game refuses the save, install the host's mods by hand.",
+		 lobby_role_basename(path));
+	send_chat(h, "MULTIPLAYER", detail);
+}
+
+/* lobby.py _mod_check: false (and said, the chat once a minute per path)
+ * when the save's .sav.lua shows it was made without our mod; a save
+ * without one is shared anyway. */
+static bool mod_check(struct lobby_host *h, const char *path)
+{
+	struct lobby *l = h->l;
+	long long now = ev_now(l->loop);
+	char label[PATH_MAX], text[2 * PATH_MAX + 256];
+	struct refusal *r = NULL, *oldest = &h->refusals[0];
+	size_t n;
+	int has = lobby_role_save_has_mp_mod(path);
+
+	if (has < 0) {
+		log_info("xfer-mod-unknown save=\"%s\" reason=\"no .sav.lua beside it\"", path);
+		return true;
+	}
+	if (has > 0)
+		return true;
+	snprintf(label, sizeof(label), "%s", lobby_role_basename(path));
+	n = strlen(label);
+	if (n >= 4 && strcasecmp(label + n - 4, ".sav") == 0)
+		label[n - 4] = '\0';
+	log_info("xfer-refused save=\"%s\" reason=\"made without the %s mod\"", path,
+		 LOBBY_MOD_DISPLAY_NAME);
+	snprintf(text, sizeof(text), "Not shared: '%s' does not have the %s mod enabled (see chat)",
+		 label, LOBBY_MOD_DISPLAY_NAME);
+	lobby_ipc_status(l, "connected", text);
+	for (size_t i = 0; i < REFUSALS; i++) {
+		if (h->refusals[i].used && strcmp(h->refusals[i].path, path) == 0)
+			r = &h->refusals[i];
+		if (!h->refusals[i].used ||
+		    (oldest->used && h->refusals[i].told_ms < oldest->told_ms))
+			oldest = &h->refusals[i];
+	}
+	if (r != NULL && now - r->told_ms <= REFUSAL_EVERY_MS)
+		return false;
+	if (r == NULL) {
+		r = oldest;
+		r->used = true;
+		snprintf(r->path, sizeof(r->path), "%s", path);
+	}
+	r->told_ms = now;
+	snprintf(
+		text, sizeof(text),
+		"'%s' was saved without the %s mod, so nothing would sync. Load it, enable the mod "
+		"in its Mods panel on the load screen, save, and press START GAME again.",
+		label, LOBBY_MOD_DISPLAY_NAME);
+	lobby_ipc_notice(l, text);
+	return false;
+}
+
+/* START GAME with a save (the command, or the one queued behind a round). */
+static void start_with_save(struct lobby_host *h, const char *path)
+{
+	if (mod_check(h, path))
+		begin_save_transfer(h, path);
 }
 
 /* After the start, players who have not got the save (they joined late,
@@ -843,6 +1050,8 @@ static void on_serve(struct ev_timer *t, void *arg)
 	begin_save_transfer(h, h->last_shared);
 }
 
+/* lobby.py run_host's finally: bye to every peer, then "lobby closed";
+ * the roster and the players in the state file stay as they were. */
 static void quit(struct lobby *l)
 {
 	struct lobby_host *h = host_of(l);
@@ -853,14 +1062,104 @@ static void quit(struct lobby *l)
 	lobby_msg_init(&m, LOBBY_MSG_BYE);
 	for (struct peer *p = first(h); p != NULL; p = next(h, p))
 		lobby_net_send_msg(l, &p->addr, &m);
-	lobby_ipc_status(l, "waiting", "lobby closed");
+	lobby_ipc_status(l, "failed", "lobby closed");
+	lobby_ipc_state(l, "state", json_object_new_string("failed"));
 	lobby_exit(l, 0);
+}
+
+/* The code event; without a Steam identity the classic code is the only
+ * one, so cross-play is on and cross_code is that code (lobby.py
+ * emit_code). */
+static void emit_code(struct lobby_host *h)
+{
+	struct lobby_event e = {.type = LOBBY_EV_CODE};
+
+	e.code.code = h->code;
+	e.code.steam = "";
+	e.code.crossplay = true;
+	e.code.cross_code = h->code;
+	lobby_ipc_emit(h->l, &e);
+}
+
+/* Whether a joiner before p (in join order) holds company id. */
+static bool taken_before(struct lobby_host *h, const struct peer *p, int id)
+{
+	for (struct peer *q = first(h); q != NULL && q != p; q = next(h, q)) {
+		if (q->company == id)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * lobby.py set_mode and assign_by_mode: coop puts everyone on company 1;
+ * companies keeps the host on 1 and gives each joiner, in join order, its
+ * own id when it is free, else the lowest free one. False when the mode
+ * was already that one.
+ */
+static bool set_mode(struct lobby_host *h, const char *mode)
+{
+	bool companies = mode != NULL && strcmp(mode, "companies") == 0;
+
+	if (companies == h->companies_mode)
+		return false;
+	h->companies_mode = companies;
+	h->company = HOST_COMPANY;
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		int id = companies ? p->company : HOST_COMPANY;
+
+		if (companies && (id == HOST_COMPANY || taken_before(h, p, id))) {
+			for (id = 1; id < LOBBY_CAP; id++) {
+				if (id != HOST_COMPANY && !taken_before(h, p, id))
+					break;
+			}
+		}
+		if (p->company != id) {
+			p->company = id;
+			remember(h, p->name, id);
+		}
+	}
+	return true;
+}
+
+/* The advertised save's mods (lobby.py advertise_mods): unknown here, so
+ * the note, "unknown" to every peer and to the game beside us. */
+static void advertise_mods(struct lobby_host *h, const char *path)
+{
+	struct lobby *l = h->l;
+	struct lobby_event e = {.type = LOBBY_EV_MODS_MANIFEST};
+	struct strbuf b;
+	struct pyjson j;
+
+	mods_unknown_note(h, path != NULL ? path : "");
+	/* XXX: {"t": "mods_manifest"} has no struct in lobby_msg yet; written
+	 * here as netpunch's json.dumps writes it. */
+	strbuf_init(&b, 256);
+	pyjson_init(&j, &b);
+	pyjson_obj_begin(&j);
+	pyjson_key(&j, "t");
+	pyjson_cstr(&j, "mods_manifest");
+	pyjson_key(&j, "mods");
+	pyjson_null(&j);
+	pyjson_key(&j, "mods_unknown");
+	pyjson_bool(&j, true);
+	pyjson_obj_end(&j);
+	if (!b.bad && !j.bad && b.p != NULL) {
+		for (struct peer *p = first(h); p != NULL; p = next(h, p))
+			lobby_net_send_app(l, &p->addr, (const uint8_t *)b.p, b.len);
+	}
+	strbuf_release(&b);
+	e.mods_manifest.mods = NULL;
+	e.mods_manifest.has_unknown = true;
+	e.mods_manifest.unknown = true;
+	lobby_ipc_emit(l, &e);
 }
 
 static void command(struct lobby *l, const struct lobby_cmd *c)
 {
 	struct lobby_host *h = host_of(l);
-	char clean[CHAT_CHARS * 4 + 1], fresh[sizeof(h->name)];
+	char clean[CHAT_CHARS * 4 + 1], fresh[sizeof(h->name)], stage[STAGE_CHARS * 4 + 1];
+	const char *player;
 
 	if (c->type == LOBBY_CMD_QUIT) {
 		quit(l);
@@ -878,22 +1177,26 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		h->name[0] = '\0';
 		unique_name(h, c->name != NULL ? c->name : "", NULL, fresh, sizeof(fresh));
 		snprintf(h->name, sizeof(h->name), "%s", fresh);
-		lobby_ipc_state(l, "you", json_object_new_string(h->name));
+		/* The event (and the state file's you and host) if it changed. */
 		roster_changed(h);
 		return;
 	case LOBBY_CMD_STAGE:
-		lobby_msg_clean(c->text != NULL ? c->text : "", STAGE_CHARS, h->stage,
-				sizeof(h->stage));
-		roster_changed(h);
+		lobby_msg_clean(c->text != NULL ? c->text : "", STAGE_CHARS, stage, sizeof(stage));
+		if (strcmp(stage, h->stage) != 0) {
+			memcpy(h->stage, stage, sizeof(h->stage));
+			stage_changed(h);
+		}
 		return;
 	case LOBBY_CMD_COMPANY:
-		if (c->company.player == NULL || c->company.id < 1 || c->company.id > LOBBY_CAP)
+		/* No player: the host's own. */
+		player = c->company.player != NULL ? c->company.player : h->name;
+		if (c->company.id < 1 || c->company.id > LOBBY_CAP)
 			return;
-		if (strcmp(c->company.player, h->name) == 0) {
+		if (strcmp(player, h->name) == 0) {
 			h->company = (int)c->company.id;
 		} else {
 			for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
-				if (strcmp(p->name, c->company.player) == 0) {
+				if (strcmp(p->name, player) == 0) {
 					p->company = (int)c->company.id;
 					remember(h, p->name, p->company);
 				}
@@ -901,8 +1204,27 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		}
 		roster_changed(h);
 		return;
+	case LOBBY_CMD_MODE:
+		/* The event only if a company moved (roster_changed's key). */
+		if (set_mode(h, c->mode)) {
+			log_info("mode mode=%s", mode_name(h));
+			roster_changed(h);
+		}
+		return;
+	case LOBBY_CMD_CROSSPLAY:
+		/* No Steam here: the classic code is the only one, said again. */
+		log_info("crossplay-ignored reason=\"no Steam networking: the classic code is the "
+			 "only one\"");
+		emit_code(h);
+		return;
 	case LOBBY_CMD_PUBLISH:
 		lobby_rv_publish(l, c->on);
+		return;
+	case LOBBY_CMD_ADVERTISE_MODS:
+		advertise_mods(h, c->save);
+		return;
+	case LOBBY_CMD_NOTE:
+		lobby_role_note(l, c->text);
 		return;
 	case LOBBY_CMD_START:
 		if (h->xfer != NULL) {
@@ -916,7 +1238,7 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 			return;
 		}
 		if (c->start.save != NULL)
-			begin_save_transfer(h, c->start.save);
+			start_with_save(h, c->start.save);
 		else
 			start_game(h, false);
 		return;
@@ -939,8 +1261,7 @@ static void observed(struct lobby *l, void *arg)
 	struct joincode c = *lobby_observe_profile(l);
 	char err[128], detail[64];
 	uint8_t key[SEAL_KEY_LEN], tl[16];
-	struct lobby_event code_ev = {.type = LOBBY_EV_CODE},
-			   tl_ev = {.type = LOBBY_EV_TRANSPORT_LOBBY};
+	struct lobby_event tl_ev = {.type = LOBBY_EV_TRANSPORT_LOBBY};
 	int r;
 
 	c.has_secret = true;
@@ -951,6 +1272,7 @@ static void observed(struct lobby *l, void *arg)
 	if (r < 0) {
 		log_err("code-fail error=\"%s\"", err);
 		lobby_ipc_status(l, "failed", err);
+		lobby_ipc_state(l, "state", json_object_new_string("failed"));
 		lobby_exit(l, 1);
 		return;
 	}
@@ -969,19 +1291,14 @@ static void observed(struct lobby *l, void *arg)
 	/* Only the host prints CODE= on stdout. */
 	printf("CODE=%s\n", h->code);
 	fflush(stdout);
-	code_ev.code.code = h->code;
-	lobby_ipc_emit(l, &code_ev);
+	/* lobby.py run_host's order: the nonce, the code, ready, then the
+	 * first roster (just us), which makes the state "connected". */
 	tl_ev.epoch = h->transport_lobby;
 	lobby_ipc_emit(l, &tl_ev);
-	lobby_ipc_state(l, "code", json_object_new_string(h->code));
-	lobby_ipc_state(l, "you", json_object_new_string(h->name));
-	lobby_ipc_state(l, "host", json_object_new_string(h->name));
-	lobby_ipc_state(l, "lobby", json_object_new_string(l->cfg.lobby_name));
-	lobby_ipc_state(l, "mode", json_object_new_string(mode_name(h)));
-	lobby_ipc_state(l, "started", json_object_new_boolean(false));
-	roster_local(h);
+	emit_code(h);
 	snprintf(detail, sizeof(detail), "lobby ready on %u", lobby_net_port(l->net));
-	lobby_ipc_status(l, "waiting", detail);
+	lobby_ipc_status(l, "connected", detail);
+	emit_roster(h);
 	log_info("code code=%s locked=%d", h->code, l->cfg.has_password);
 
 	/* netsim impairs what the host sends from here on, as netpunch's
@@ -1022,6 +1339,7 @@ static void host_free(struct lobby *l)
 	lobby_bulk_free(h->bulk);
 	htab_free(h->peers);
 	htab_free(h->rejects);
+	free(h->last_key);
 }
 
 static int start(struct lobby *l, const struct joincode *code)
@@ -1046,6 +1364,8 @@ static int start(struct lobby *l, const struct joincode *code)
 	h->companies_mode = l->cfg.companies;
 	l->has_secret = true;
 	randombytes_buf(l->secret, sizeof(l->secret));
+	/* lobby.py cmd_host: "observing NAT" and the state "waiting" first. */
+	lobby_ipc_state(l, "state", json_object_new_string("waiting"));
 	return lobby_observe_open(l, port, true, "waiting", observed, h);
 }
 

@@ -14,10 +14,19 @@
 #include "strbuf.h"
 
 static const char *const cmd_names[LOBBY_CMD_NTYPES] = {
-	[LOBBY_CMD_UNKNOWN] = "",  [LOBBY_CMD_QUIT] = "quit",       [LOBBY_CMD_CHAT] = "chat",
-	[LOBBY_CMD_NAME] = "name", [LOBBY_CMD_STAGE] = "stage",     [LOBBY_CMD_COMPANY] = "company",
-	[LOBBY_CMD_MODE] = "mode", [LOBBY_CMD_PUBLISH] = "publish", [LOBBY_CMD_START] = "start",
-	[LOBBY_CMD_NOTE] = "note", [LOBBY_CMD_NETSIM] = "netsim",
+	[LOBBY_CMD_UNKNOWN] = "",
+	[LOBBY_CMD_QUIT] = "quit",
+	[LOBBY_CMD_CHAT] = "chat",
+	[LOBBY_CMD_NAME] = "name",
+	[LOBBY_CMD_STAGE] = "stage",
+	[LOBBY_CMD_COMPANY] = "company",
+	[LOBBY_CMD_MODE] = "mode",
+	[LOBBY_CMD_PUBLISH] = "publish",
+	[LOBBY_CMD_START] = "start",
+	[LOBBY_CMD_NOTE] = "note",
+	[LOBBY_CMD_NETSIM] = "netsim",
+	[LOBBY_CMD_CROSSPLAY] = "crossplay",
+	[LOBBY_CMD_ADVERTISE_MODS] = "advertise_mods",
 };
 
 static long long int_or_0(struct json_object *o, const char *key)
@@ -75,7 +84,11 @@ int lobby_cmd_decode(const char *line, size_t len, struct lobby_cmd *c, char *er
 		c->mode = jsonp_str(o, "mode");
 		break;
 	case LOBBY_CMD_PUBLISH:
+	case LOBBY_CMD_CROSSPLAY:
 		c->on = jsonp_bool(o, "on", false);
+		break;
+	case LOBBY_CMD_ADVERTISE_MODS:
+		c->save = jsonp_str(o, "save");
 		break;
 	case LOBBY_CMD_START:
 		c->start.save = jsonp_str(o, "save");
@@ -230,6 +243,23 @@ int lobby_event_encode(const struct lobby_event *e, struct strbuf *out)
 		key_str(&j, "dir", e->save_ready.dir);
 		pyjson_key(&j, "files");
 		lobby_msg_put_names(&j, &e->save_ready.files);
+		break;
+	case LOBBY_EV_MODS_MANIFEST:
+		key_str(&j, "type", "mods_manifest");
+		pyjson_key(&j, "mods");
+		if (e->mods_manifest.mods == NULL)
+			pyjson_null(&j);
+		else
+			pyjson_raw(&j, e->mods_manifest.mods, strlen(e->mods_manifest.mods));
+		if (e->mods_manifest.has_unknown)
+			key_bool(&j, "mods_unknown", e->mods_manifest.unknown);
+		break;
+	case LOBBY_EV_MODS_CLEAR:
+		key_str(&j, "type", "mods_clear");
+		break;
+	case LOBBY_EV_MODS_CANCELLED:
+		key_str(&j, "type", "mods_cancelled");
+		key_str(&j, "text", e->mods_cancelled);
 		break;
 	}
 	pyjson_obj_end(&j);

@@ -30,6 +30,8 @@ enum lobby_cmd_type {
 	LOBBY_CMD_START,
 	LOBBY_CMD_NOTE,
 	LOBBY_CMD_NETSIM, /* ours: read tpf2mp_netsim.txt again (tests, benchmarks) */
+	LOBBY_CMD_CROSSPLAY,
+	LOBBY_CMD_ADVERTISE_MODS,
 	LOBBY_CMD_NTYPES
 };
 
@@ -44,11 +46,12 @@ struct lobby_cmd {
 			long long id; /* 0 when absent */
 		} company;
 		const char *mode; /* mode: "mode" */
-		bool on;          /* publish: "on" (false when absent) */
+		bool on;          /* publish, crossplay: "on" (false when absent) */
 		struct {
 			const char *save; /* the save's path; NULL: start without */
 			bool has_switch;
 		} start;
+		const char *save; /* advertise_mods: "save" (NULL: absent) */
 	};
 	struct json_object *root; /* owned: the strings point into it */
 };
@@ -70,8 +73,11 @@ enum lobby_event_type {
 	LOBBY_EV_ROSTER_JOIN, /* the joiner's: other fields, another order */
 	LOBBY_EV_CHAT,
 	LOBBY_EV_START,
-	LOBBY_EV_TRANSFER,   /* a save transfer's progress or state */
-	LOBBY_EV_SAVE_READY, /* the joiner's save is verified and written */
+	LOBBY_EV_TRANSFER,      /* a save transfer's progress or state */
+	LOBBY_EV_SAVE_READY,    /* the joiner's save is verified and written */
+	LOBBY_EV_MODS_MANIFEST, /* the mods a save needs (host: advertised; joiner: told) */
+	LOBBY_EV_MODS_CLEAR,    /* joiner: nothing to install for them */
+	LOBBY_EV_MODS_CANCELLED /* joiner: the host's mod list cannot be taken */
 };
 
 struct lobby_event_roster {
@@ -124,6 +130,14 @@ struct lobby_event {
 			const char *name, *dir;
 			struct lobby_msg_names files;
 		} save_ready;
+		/* {"type": "mods_manifest", "mods": <list or null>[, "mods_unknown":
+		 * b]}: the host's event has mods_unknown, the joiner's not. */
+		struct {
+			lobby_msg_raw mods; /* the list as JSON text; NULL: null */
+			bool has_unknown;
+			bool unknown;
+		} mods_manifest;
+		const char *mods_cancelled; /* mods_cancelled: "text" */
 	};
 };
 

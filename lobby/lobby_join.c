@@ -10,9 +10,17 @@
  * every 15 s, the host declared gone after 12 s of silence. In a sealed
  * session the only plain payload lobby_net lets through is a well-formed
  * reject.
+ *
+ * What the game beside us sees follows netpunch's cmd_join and run_client:
+ * "dialing host" first (main.c), "checking multiplayer version..." once
+ * connected, "joined the host" with the first welcome, a roster event when
+ * the players, companies, stages or mode changed, the mods the host's save
+ * needs (we install none: an empty or known list is "clear"), and
+ * lobby_state.json set field by field where lobby.py sets it.
  */
 #include <errno.h>
 #include <json-c/json.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +28,7 @@
 #include <time.h>
 
 #include "frame.h"
+#include "jsonp.h"
 #include "lobby.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
@@ -29,6 +38,15 @@
 
 #define MAX_TARGETS (16)
 #define SEEN_CIDS   (64)
+#define SEEN_NONCES (16)
+#define MODS_DEPTH  (8)
+
+/* How a failure leaves lobby_state.json (lobby.py sets it so). */
+enum fail_state {
+	FAIL_KEEP,   /* as it is (the host said bye) */
+	FAIL_STATE,  /* state "failed" */
+	FAIL_DETAIL, /* state "failed", the detail, started false */
+};
 
 struct lobby_join {
 	struct lobby *l;
@@ -36,17 +54,28 @@ struct lobby_join {
 	uint8_t token[NP1_TOKEN_LEN];
 	struct addr targets[MAX_TARGETS];
 	size_t ntargets;
-	bool racing, connected, welcomed, done, started;
+	bool racing, connected, welcomed, done, started, is_relay;
 	struct addr host;
 	long long start_ms, last_host_ms, connected_ms;
 	struct ev_timer hello, ping, keepalive, watch;
 	char you[LOBBY_NAME_MAX * 4 + 1];
 	char host_name[LOBBY_NAME_MAX * 4 + 1];
-	char transport_lobby[33];
+	/* The nonces seen, oldest overwritten: one seen before is an old
+	 * roster reordered, never a new world. */
+	char seen_tl[SEEN_NONCES][33];
+	unsigned nseen_tl;
 	char profile[JOINCODE_MAX_TEXT];
 	long long seen_cid[SEEN_CIDS];
 	unsigned nseen;
-	char *last_roster; /* the last roster event, to emit changes only */
+	char *last_roster; /* the last roster event's key, to emit changes only */
+	bool failed_state; /* lobby_state.json says "failed" */
+	/* The host's mod list: the last one told (NULL: none yet), whether
+	 * "unknown" was said since. */
+	char *manifest_key;
+	bool manifest_unknown;
+	bool xfer_begun;           /* an fbegin came: a round may be running */
+	uint32_t mods_checked_sid; /* the round whose save was checked for our mod */
+	bool mods_checked;
 	struct lobby_xrecv *xrecv;
 	uint64_t hellos, frames_to_host;
 };
@@ -58,14 +87,30 @@ static struct lobby_join *join_of(const struct lobby *l)
 
 /* ---- helpers ---- */
 
-static void fail(struct lobby *l, const char *detail, int status)
+/*
+ * The end: a failed status, the state file as how says. netpunch's exit
+ * status is 0 for whatever ends a session once connected, 1 when the host
+ * was never reached.
+ */
+static void fail(struct lobby *l, const char *detail, enum fail_state how, int status)
 {
 	struct lobby_join *j = join_of(l);
+	struct json_object *st;
 
 	if (j->done)
 		return;
 	j->done = true;
 	lobby_ipc_status(l, "failed", detail);
+	if (how != FAIL_KEEP) {
+		st = json_object_new_object();
+		json_object_object_add(st, "state", json_object_new_string("failed"));
+		if (how == FAIL_DETAIL) {
+			json_object_object_add(st, "detail", json_object_new_string(detail));
+			json_object_object_add(st, "started", json_object_new_boolean(false));
+		}
+		lobby_ipc_state_merge(l, st);
+		j->failed_state = true;
+	}
 	lobby_rv_knock_stop(l);
 	lobby_exit(l, status);
 }
@@ -156,6 +201,7 @@ static void on_ping(struct ev_timer *t, void *arg)
 static void connected(struct lobby_join *j, const struct addr *from)
 {
 	struct lobby *l = j->l;
+	struct json_object *st;
 	char a[ADDR_STRLEN];
 
 	j->connected = true;
@@ -167,7 +213,13 @@ static void connected(struct lobby_join *j, const struct addr *from)
 	/* netsim impairs what we send once connected, as netpunch's joiner
 	 * wraps its socket after the punch. */
 	lobby_net_netsim_start(l);
+	/* lobby.py run_client: the name we asked for until the welcome. */
 	lobby_ipc_status(l, "connecting", "checking multiplayer version...");
+	st = json_object_new_object();
+	json_object_object_add(st, "state", json_object_new_string("connecting"));
+	json_object_object_add(st, "you", json_object_new_string(l->cfg.name));
+	json_object_object_add(st, "started", json_object_new_boolean(false));
+	lobby_ipc_state_merge(l, st);
 	send_join(j, true);
 	send_simple(j, LOBBY_MSG_PING);
 	ev_timer_start(l->loop, &j->ping, LOBBY_PING_INTERVAL_MS, on_ping, j);
@@ -182,19 +234,20 @@ static void on_watch(struct ev_timer *t, void *arg)
 
 	if (!j->connected) {
 		if (now - j->start_ms >= l->cfg.timeout_ms) {
-			fail(l, "could not reach host", 1);
+			fail(l, "could not reach host", FAIL_STATE, 1);
 			return;
 		}
 	} else if (!j->welcomed) {
 		if (now - j->connected_ms >= LOBBY_VERSION_WAIT_MS) {
+			send_simple(j, LOBBY_MSG_LEAVE);
 			fail(l,
 			     "Host did not confirm a compatible multiplayer version. Install the "
 			     "same version on both sides.",
-			     1);
+			     FAIL_DETAIL, 0);
 			return;
 		}
 	} else if (now - j->last_host_ms > LOBBY_HOST_GONE_AFTER_MS) {
-		fail(l, "host unreachable", 1);
+		fail(l, "host unreachable", FAIL_STATE, 0);
 		return;
 	}
 	ev_timer_start(l->loop, t, 250, on_watch, j);
@@ -214,57 +267,151 @@ static bool version_ok(struct lobby_join *j, const char *v)
 		 "same multiplayer version on both sides.",
 		 l->cfg.protocol_version, v != NULL ? v : "unknown (older build)");
 	send_simple(j, LOBBY_MSG_LEAVE);
-	fail(l, msg, 1);
+	fail(l, msg, FAIL_DETAIL, 0);
 	return false;
 }
 
+/* A nonce (32 lower-case hex) not seen before goes to the game. */
 static void emit_transport_lobby(struct lobby_join *j, const char *tl)
 {
 	struct lobby_event e = {.type = LOBBY_EV_TRANSPORT_LOBBY};
+	char *slot;
 
-	if (tl == NULL || strlen(tl) != 32 || strcmp(tl, j->transport_lobby) == 0)
+	if (tl == NULL || strlen(tl) != 32 || strspn(tl, "0123456789abcdef") != 32)
 		return;
-	snprintf(j->transport_lobby, sizeof(j->transport_lobby), "%s", tl);
-	e.epoch = j->transport_lobby;
+	for (unsigned i = 0; i < j->nseen_tl && i < SEEN_NONCES; i++) {
+		if (strcmp(j->seen_tl[i], tl) == 0)
+			return;
+	}
+	slot = j->seen_tl[j->nseen_tl++ % SEEN_NONCES];
+	memcpy(slot, tl, 33);
+	e.epoch = slot;
 	lobby_ipc_emit(j->l, &e);
 }
 
-/* The roster event for the game beside us, when it changed. */
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct lobby_msg_entry *)a)->key,
+		      ((const struct lobby_msg_entry *)b)->key);
+}
+
+/* A dict's entries sorted by name, length-prefixed into b. */
+static void key_dict(struct strbuf *b, const struct lobby_msg_dict *d)
+{
+	struct lobby_msg_entry *v;
+
+	if (d->n == 0) {
+		strbuf_append(b, ";", 1);
+		return;
+	}
+	v = malloc(d->n * sizeof(*v));
+	if (v == NULL) {
+		b->bad = true;
+		return;
+	}
+	memcpy(v, d->v, d->n * sizeof(*v));
+	qsort(v, d->n, sizeof(*v), cmp_entry);
+	for (size_t i = 0; i < d->n; i++) {
+		if (v[i].str != NULL)
+			strbuf_printf(b, "%zu:%s=s%zu:%s,", strlen(v[i].key), v[i].key,
+				      strlen(v[i].str), v[i].str);
+		else
+			strbuf_printf(b, "%zu:%s=i%lld,", strlen(v[i].key), v[i].key, v[i].num);
+	}
+	strbuf_append(b, ";", 1);
+	free(v);
+}
+
+/* lobby.py's key: the players as sent, the companies and stages sorted,
+ * the mode. NULL when it cannot be built. */
+static char *roster_key(const struct lobby_msg_roster *r, const struct lobby_msg_dict *companies,
+			const struct lobby_msg_dict *stages, const char *mode)
+{
+	struct strbuf b;
+
+	strbuf_init(&b, LOBBY_MSG_MAX);
+	for (size_t i = 0; i < r->players.n; i++)
+		strbuf_printf(&b, "%zu:%s,", strlen(r->players.v[i]), r->players.v[i]);
+	strbuf_append(&b, ";", 1);
+	key_dict(&b, companies);
+	key_dict(&b, stages);
+	strbuf_printf(&b, "%s", mode);
+	if (b.bad) {
+		strbuf_release(&b);
+		return NULL;
+	}
+	return b.p;
+}
+
+static struct json_object *names_json(const struct lobby_msg_names *n)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < n->n; i++)
+		json_object_array_add(a, json_object_new_string(n->v[i]));
+	return a;
+}
+
+static struct json_object *companies_json(const struct lobby_msg_dict *d)
+{
+	struct json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < d->n; i++)
+		json_object_object_add(o, d->v[i].key,
+				       d->v[i].str != NULL ? json_object_new_string(d->v[i].str)
+							   : json_object_new_int64(d->v[i].num));
+	return o;
+}
+
+/* The roster event for the game beside us when its key changed, and the
+ * state file's fields (lobby.py run_client's roster branch). */
 static void roster_event(struct lobby_join *j, const struct lobby_msg_roster *r)
 {
+	static const struct lobby_msg_dict empty = {false, 0, NULL};
+	static const struct lobby_msg_names none = {false, 0, NULL};
 	struct lobby *l = j->l;
 	struct lobby_event e = {.type = LOBBY_EV_ROSTER_JOIN};
 	struct lobby_event_roster *er = &e.roster;
-	struct json_object *players;
-	struct strbuf b;
+	const char *mode = r->mode != NULL && r->mode[0] != '\0' ? r->mode : "coop";
+	struct json_object *st;
+	char *key;
 
-	er->players = r->players;
+	er->players = r->players.null ? none : r->players;
 	er->you = j->you;
 	er->host = r->host;
-	er->lobby = r->lobby;
-	er->companies = r->companies;
-	er->stages = r->stages;
-	er->has_relay = r->has_relay;
-	er->relay = r->relay;
-	er->letters = r->letters;
-	er->stored_age = r->stored_age;
-	er->stored_max = r->stored_max;
-	er->mode = r->mode;
-	strbuf_init(&b, 256 * 1024);
-	if (lobby_event_encode(&e, &b) == 0 &&
-	    (j->last_roster == NULL || strcmp(j->last_roster, b.p) != 0)) {
-		free(j->last_roster);
-		j->last_roster = strdup(b.p);
-		lobby_ipc_emit(l, &e);
-		if (!r->players.null) {
-			players = json_object_new_array();
-			for (size_t i = 0; i < r->players.n; i++)
-				json_object_array_add(players,
-						      json_object_new_string(r->players.v[i]));
-			lobby_ipc_state(l, "players", players);
-		}
+	er->lobby = r->lobby != NULL ? r->lobby : "";
+	er->companies = r->companies.null ? empty : r->companies;
+	er->stages = r->stages.null ? empty : r->stages;
+	if (r->has_relay)
+		j->is_relay = r->relay;
+	er->has_relay = true;
+	er->relay = j->is_relay;
+	/* The relay's letters, else {} (never null). */
+	er->letters = r->letters.null ? empty : r->letters;
+	er->stored_age = r->stored_age.present ? r->stored_age
+					       : (struct lobby_msg_num){.present = true, .i = -1};
+	er->stored_max = r->stored_max.present ? r->stored_max
+					       : (struct lobby_msg_num){.present = true, .i = -1};
+	er->mode = mode;
+	key = roster_key(r, &er->companies, &er->stages, mode);
+	if (key == NULL || (j->last_roster != NULL && strcmp(j->last_roster, key) == 0)) {
+		free(key);
+		return;
 	}
-	strbuf_release(&b);
+	free(j->last_roster);
+	j->last_roster = key;
+	lobby_ipc_emit(l, &e);
+	st = json_object_new_object();
+	json_object_object_add(st, "state", json_object_new_string("connected"));
+	json_object_object_add(st, "players", names_json(&er->players));
+	json_object_object_add(st, "you", json_object_new_string(j->you));
+	json_object_object_add(st, "host",
+			       r->host != NULL ? json_object_new_string(r->host) : NULL);
+	json_object_object_add(st, "started", json_object_new_boolean(j->started));
+	json_object_object_add(st, "lobby", json_object_new_string(er->lobby));
+	json_object_object_add(st, "companies", companies_json(&er->companies));
+	json_object_object_add(st, "mode", json_object_new_string(mode));
+	lobby_ipc_state_merge(l, st);
 }
 
 static bool cid_seen(struct lobby_join *j, long long cid)
@@ -299,32 +446,136 @@ static void apply_start(struct lobby_join *j, bool save)
 	lobby_ipc_state(l, "started", json_object_new_boolean(true));
 }
 
-/* welcome and roster: the version check (false: failed), who we are. */
-static bool on_welcome(struct lobby_join *j, const char *version, const char *you, const char *host,
-		       const char *tl)
+/* The host's mod list can no longer be taken (lobby.py: cancelled):
+ * leave, say so, and end. */
+static void mods_cancelled(struct lobby_join *j, const char *why)
+{
+	struct lobby *l = j->l;
+	struct lobby_event e = {.type = LOBBY_EV_MODS_CANCELLED};
+	struct json_object *st;
+
+	if (j->done)
+		return;
+	log_warnx("mods-cancelled reason=\"%s\"", why);
+	send_simple(j, LOBBY_MSG_LEAVE);
+	e.mods_cancelled = "Required mods were cancelled or could not be installed.";
+	lobby_ipc_emit(l, &e);
+	st = json_object_new_object();
+	json_object_object_add(st, "state", json_object_new_string("disconnected"));
+	json_object_object_add(st, "started", json_object_new_boolean(false));
+	lobby_ipc_state_merge(l, st);
+	j->done = true;
+	lobby_rv_knock_stop(l);
+	lobby_exit(l, 0);
+}
+
+/* A [folder id, version] pair. XXX: netpunch's modshare.valid_mod was not
+ * read; this is its loopback stand-in's rule (a non-empty folder name
+ * without path separators, a version >= 0). */
+static bool valid_mod(struct json_object *e)
+{
+	struct json_object *m, *v;
+	const char *s;
+
+	if (!json_object_is_type(e, json_type_array) || json_object_array_length(e) != 2)
+		return false;
+	m = json_object_array_get_idx(e, 0);
+	v = json_object_array_get_idx(e, 1);
+	if (!json_object_is_type(m, json_type_string))
+		return false;
+	s = json_object_get_string(m);
+	if (s[0] == '\0' || strchr(s, '/') != NULL || strchr(s, '\\') != NULL)
+		return false;
+	if (json_object_is_type(v, json_type_int))
+		return json_object_get_int64(v) >= 0;
+	if (json_object_is_type(v, json_type_string)) {
+		s = json_object_get_string(v);
+		return s[0] != '\0' && strspn(s, "0123456789") == strlen(s);
+	}
+	return false;
+}
+
+/*
+ * lobby.py _ClientSaveReceiver.on_manifest: what the host says its save
+ * needs (a welcome, a roster). Unknown (null): the player is told once.
+ * A list: every entry a [folder id, version] pair (else we leave); a new
+ * one goes to the game, then - no transfer running - what to do about it.
+ * We install no mods, so there is nothing to prompt for: "clear". False
+ * when we left.
+ */
+static bool on_manifest(struct lobby_join *j, lobby_msg_raw mods, bool unknown)
+{
+	struct lobby *l = j->l;
+	struct lobby_event e = {.type = LOBBY_EV_MODS_MANIFEST};
+	struct json_object *o;
+	char err[64];
+	bool ok = true;
+
+	if (mods == NULL || unknown) {
+		if (j->manifest_unknown)
+			return true;
+		j->manifest_unknown = true;
+		log_info("mods-unknown reason=\"the host cannot read which mods its save needs\"");
+		lobby_ipc_notice(l,
+				 "The host could not read which mods its save needs, so none can "
+				 "be offered to you. If your game refuses the save, install the "
+				 "host's mods by hand.");
+		return true;
+	}
+	if (jsonp_parse(mods, strlen(mods), MODS_DEPTH, &o, err, sizeof(err)) < 0) {
+		mods_cancelled(j, "the host's mod list does not parse");
+		return false;
+	}
+	if (!json_object_is_type(o, json_type_array))
+		ok = false;
+	for (size_t i = 0; ok && i < json_object_array_length(o); i++)
+		ok = valid_mod(json_object_array_get_idx(o, i));
+	json_object_put(o);
+	if (!ok) {
+		mods_cancelled(j, "the host's mod list is not a list of [folder, version] pairs");
+		return false;
+	}
+	j->manifest_unknown = false;
+	if (j->manifest_key != NULL && strcmp(j->manifest_key, mods) == 0)
+		return true;
+	free(j->manifest_key);
+	j->manifest_key = strdup(mods);
+	e.mods_manifest.mods = mods;
+	lobby_ipc_emit(l, &e);
+	/* A round running has its own list (its fbegin). */
+	if (j->xfer_begun && !lobby_xrecv_complete(j->xrecv) && !lobby_xrecv_failed(j->xrecv))
+		return true;
+	e = (struct lobby_event){.type = LOBBY_EV_MODS_CLEAR};
+	lobby_ipc_emit(l, &e);
+	return true;
+}
+
+/*
+ * The first welcome or roster is the version check (lobby.py run_client):
+ * false when it failed. Then "joined the host", then the nonce if new,
+ * then the mods.
+ */
+static bool greeting(struct lobby_join *j, const char *version, const char *tl, lobby_msg_raw mods,
+		     bool mods_unknown)
 {
 	struct lobby *l = j->l;
 
-	if (!version_ok(j, version))
-		return false;
-	if (you != NULL)
-		snprintf(j->you, sizeof(j->you), "%s", you);
-	if (host != NULL)
-		snprintf(j->host_name, sizeof(j->host_name), "%s", host);
-	emit_transport_lobby(j, tl);
 	if (!j->welcomed) {
+		if (!version_ok(j, version))
+			return false;
 		j->welcomed = true;
-		lobby_ipc_state(l, "you", json_object_new_string(j->you));
-		lobby_ipc_state(l, "host", json_object_new_string(j->host_name));
 		lobby_ipc_status(l, "connected", "joined the host");
+		lobby_ipc_state(l, "state", json_object_new_string("connected"));
 	}
-	return true;
+	emit_transport_lobby(j, tl);
+	return on_manifest(j, mods, mods_unknown);
 }
 
 static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_msg *m, bool sealed)
 {
 	struct lobby_join *j = join_of(l);
 	struct lobby_event e;
+	struct json_object *st;
 
 	(void)from;
 	(void)sealed;
@@ -334,24 +585,38 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		return;
 	switch (m->type) {
 	case LOBBY_MSG_WELCOME:
-		on_welcome(j, m->welcome.version, m->welcome.you, m->welcome.host,
-			   m->welcome.transport_lobby);
+		if (!greeting(j, m->welcome.version, m->welcome.transport_lobby, m->welcome.mods,
+			      m->welcome.mods_unknown))
+			return;
+		/* Every welcome (a rename is answered with one) says who we are. */
+		if (m->welcome.you != NULL)
+			snprintf(j->you, sizeof(j->you), "%s", m->welcome.you);
+		if (m->welcome.host != NULL)
+			snprintf(j->host_name, sizeof(j->host_name), "%s", m->welcome.host);
+		j->is_relay = m->welcome.relay;
+		st = json_object_new_object();
+		json_object_object_add(st, "you", json_object_new_string(j->you));
+		json_object_object_add(
+			st, "host",
+			m->welcome.host != NULL ? json_object_new_string(m->welcome.host) : NULL);
+		lobby_ipc_state_merge(l, st);
 		return;
 	case LOBBY_MSG_ROSTER:
-		/* A roster carries no "you": the welcome's stays. */
-		if (on_welcome(j, m->roster.version, NULL, m->roster.host,
-			       m->roster.transport_lobby)) {
-			roster_event(j, &m->roster);
-			/* The roster heals a lost start burst. */
-			if (m->roster.started)
-				apply_start(j, m->roster.start_save);
-		}
+		if (!greeting(j, m->roster.version, m->roster.transport_lobby, m->roster.mods,
+			      m->roster.mods_unknown))
+			return;
+		if (m->roster.host != NULL)
+			snprintf(j->host_name, sizeof(j->host_name), "%s", m->roster.host);
+		roster_event(j, &m->roster);
+		/* The roster heals a lost start burst. */
+		if (m->roster.started)
+			apply_start(j, m->roster.start_save);
 		return;
 	case LOBBY_MSG_REJECT:
-		fail(l, m->reject != NULL ? m->reject : "rejected", 1);
+		fail(l, m->reject != NULL ? m->reject : "rejected", FAIL_DETAIL, 0);
 		return;
 	case LOBBY_MSG_BYE:
-		fail(l, "host closed the lobby", 0);
+		fail(l, "host closed the lobby", FAIL_KEEP, 0);
 		return;
 	case LOBBY_MSG_CHAT:
 		if (m->chat.from == NULL || m->chat.text == NULL ||
@@ -366,14 +631,17 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		apply_start(j, m->start.save);
 		return;
 	case LOBBY_MSG_FBEGIN:
+		j->xfer_begun = true;
 		lobby_xrecv_on_begin(j->xrecv, &m->fbegin);
 		return;
 	case LOBBY_MSG_STATUS:
-		if (m->status.state != NULL)
-			lobby_ipc_status(l, m->status.state,
-					 m->status.detail != NULL ? m->status.detail : "");
+		/* Advisory (a late joiner: the game already started): an event. */
+		lobby_ipc_status(l, m->status.state != NULL ? m->status.state : "connected",
+				 m->status.detail != NULL ? m->status.detail : "");
 		return;
 	default:
+		/* XXX: {"t": "mods_manifest"} (a host's advertise_mods) decodes
+		 * as an unknown message: lobby_msg has no struct for it yet. */
 		return;
 	}
 }
@@ -462,7 +730,7 @@ static void quit(struct lobby *l)
 		send_simple(j, LOBBY_MSG_LEAVE);
 	j->done = true;
 	lobby_rv_knock_stop(l);
-	lobby_ipc_status(l, "waiting", "left lobby");
+	lobby_ipc_status(l, "failed", "left lobby");
 	lobby_exit(l, 0);
 }
 
@@ -476,9 +744,9 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		return;
 	}
 	if (c->type == LOBBY_CMD_NAME) {
-		if (c->name == NULL)
-			return;
-		lobby_msg_clean(c->name, LOBBY_NAME_MAX, l->cfg.name, sizeof(l->cfg.name));
+		/* The host answers with a welcome naming us: that sets you. */
+		lobby_msg_clean(c->name != NULL ? c->name : "player", LOBBY_NAME_MAX, l->cfg.name,
+				sizeof(l->cfg.name));
 		if (j->connected)
 			send_join(j, false); /* a rename: join without batches */
 		return;
@@ -498,9 +766,18 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		return;
 	case LOBBY_CMD_COMPANY:
 		lobby_msg_init(&m, LOBBY_MSG_COMPANY);
-		m.company.player = j->you;
+		m.company.player = c->company.player != NULL ? c->company.player : j->you;
 		m.company.id = c->company.id;
 		lobby_net_send_msg(l, &j->host, &m);
+		return;
+	case LOBBY_CMD_MODE:
+		/* A relay's leader sets the mode; a host ignores it. */
+		lobby_msg_init(&m, LOBBY_MSG_MODE);
+		m.mode = c->mode != NULL ? c->mode : "";
+		lobby_net_send_msg(l, &j->host, &m);
+		return;
+	case LOBBY_CMD_NOTE:
+		lobby_role_note(l, c->text);
 		return;
 	case LOBBY_CMD_START:
 		log_info("ipc-command-ignored cmd=start reason=\"only a relay leader starts\"");
@@ -548,8 +825,8 @@ static void observed(struct lobby *l, void *arg)
 	}
 	if (n == 0)
 		log_warnx("no-candidates reason=\"the code has no IPv4 address to dial\"");
+	/* "dialing host" was said before the code was decoded (main.c). */
 	j->racing = true;
-	lobby_ipc_status(l, "connecting", "dialing host");
 	ev_timer_start(l->loop, &j->hello, 0, on_hello, j);
 	/* Knock when the code carries a secret, a master is set and we know
 	 * our own address. */
@@ -560,19 +837,59 @@ static void observed(struct lobby *l, void *arg)
 static void join_free(struct lobby *l)
 {
 	struct lobby_join *j = join_of(l);
+	struct json_object *st;
 
+	/* lobby.py run_client's finally: a session that was connected ends
+	 * "disconnected" (unless it failed) and not started. */
+	if (j->connected) {
+		st = json_object_new_object();
+		json_object_object_add(
+			st, "state",
+			json_object_new_string(j->failed_state ? "failed" : "disconnected"));
+		json_object_object_add(st, "started", json_object_new_boolean(false));
+		lobby_ipc_state_merge(l, st);
+	}
 	ev_timer_stop(l->loop, &j->hello);
 	ev_timer_stop(l->loop, &j->ping);
 	ev_timer_stop(l->loop, &j->keepalive);
 	ev_timer_stop(l->loop, &j->watch);
 	free(j->last_roster);
+	free(j->manifest_key);
 	lobby_xrecv_free(j->xrecv);
+}
+
+/*
+ * lobby.py _finish: a received save made without our mod is said once,
+ * right after save_ready (which the receiver emits just before its first
+ * fdone ok).
+ */
+static void check_received_save(struct lobby_join *j, uint32_t sid)
+{
+	struct lobby *l = j->l;
+	char path[PATH_MAX];
+
+	if (j->mods_checked && j->mods_checked_sid == sid)
+		return;
+	j->mods_checked = true;
+	j->mods_checked_sid = sid;
+	if (snprintf(path, sizeof(path), "%s/%s.sav",
+		     l->cfg.io_dir[0] != '\0' ? l->cfg.io_dir : ".",
+		     LOBBY_SAVE_BASENAME) >= (int)sizeof(path) ||
+	    lobby_role_save_has_mp_mod(path) != 0)
+		return;
+	log_info("xfer-recv-no-mod reason=\"the received save was made without the %s mod\"",
+		 LOBBY_MOD_DISPLAY_NAME);
+	lobby_ipc_notice(l, "The host's save does not have the " LOBBY_MOD_DISPLAY_NAME
+			    " mod enabled, so nothing will sync. Ask the host to enable it in that "
+			    "save's Mods panel and share it again.");
 }
 
 static void xrecv_send(struct lobby *l, const struct lobby_msg *m)
 {
 	struct lobby_join *j = join_of(l);
 
+	if (m->type == LOBBY_MSG_FDONE && m->fdone.ok && lobby_xrecv_complete(j->xrecv))
+		check_received_save(j, m->fdone.sid);
 	if (j->connected)
 		lobby_net_send_msg(l, &j->host, m);
 }
@@ -600,6 +917,7 @@ static int start(struct lobby *l, const struct joincode *code)
 
 	j->l = l;
 	j->code = *code;
+	snprintf(j->you, sizeof(j->you), "%s", l->cfg.name);
 	ev_timer_init(&j->hello);
 	ev_timer_init(&j->ping);
 	ev_timer_init(&j->keepalive);
@@ -625,7 +943,14 @@ static int start(struct lobby *l, const struct joincode *code)
 		return -ENOMEM;
 	j->start_ms = ev_now(l->loop);
 	ev_timer_start(l->loop, &j->watch, 250, on_watch, j);
-	return lobby_observe_open(l, port, false, "connecting", observed, j);
+	/* A joiner observes itself without a word (lobby.py cmd_join). */
+	n = lobby_net_new(l, port);
+	if (n < 0) {
+		errno = -n;
+		log_warn("bind-fail port=%u role=joiner", port);
+		return n;
+	}
+	return lobby_observe_start(l, false, observed, j);
 }
 
 const struct lobby_role lobby_join_role = {

@@ -14,6 +14,7 @@
  * 600,000 iterations). SIGINT/SIGTERM quit as the "quit" command does.
  */
 #include <errno.h>
+#include <json-c/json.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,8 +94,10 @@ static const char usage[] =
 	"    starting with \"ready udp=IP:PORT game=IP:PORT\" once bound.\n"
 	"\n"
 	"EXIT STATUS\n"
-	"    0 quit or lobby closed; 1 failed (unreachable, rejected, version);\n"
-	"    2 bad usage or a bad code.\n";
+	"    0 quit, lobby closed, or a joiner's session ended once it reached the\n"
+	"    host (left, told bye, rejected, version mismatch, host gone), as\n"
+	"    netpunch's; 1 failed (the host never reached, the lobby could not\n"
+	"    start); 2 bad usage or a bad code.\n";
 
 /* netpunch's public STUN servers (NETWORKING.md, Ports). */
 static const char *const default_stun[] = {
@@ -412,6 +415,14 @@ static int start_role(struct daemon *d, struct lobby *l, const struct joincode *
 	return 0;
 }
 
+/* A failed status and the state "failed" (no detail: lobby.py cmd_join). */
+static void fail_early(struct lobby *l, const char *detail, int status)
+{
+	lobby_ipc_status(l, "failed", detail);
+	lobby_ipc_state(l, "state", json_object_new_string("failed"));
+	lobby_exit(l, status);
+}
+
 static void decode_done(void *arg, bool cancelled)
 {
 	struct decode_job *d = arg;
@@ -423,31 +434,36 @@ static void decode_done(void *arg, bool cancelled)
 
 			snprintf(detail, sizeof(detail), "bad code: %s", d->err);
 			log_err("bad-code error=\"%s\"", d->err);
-			lobby_ipc_status(l, "failed", detail);
-			lobby_exit(l, DAEMON_EXIT_USAGE);
+			fail_early(l, detail, DAEMON_EXIT_USAGE);
 		} else {
 			if (d->c.stale)
 				log_warnx("code-stale age=%lld", d->c.age);
-			if (start_role(d->d, l, &d->c) < 0) {
-				lobby_ipc_status(l, "failed", "could not start the lobby");
-				lobby_exit(l, DAEMON_EXIT_FAIL);
-			}
+			if (start_role(d->d, l, &d->c) < 0)
+				fail_early(l, "could not start the lobby", DAEMON_EXIT_FAIL);
 		}
 	}
 	sodium_memzero(d->password, sizeof(d->password));
 	free(d);
 }
 
+/* lobby.py cmd_join: "dialing host" before the code is even decoded. */
 static int begin_join(struct daemon *dm, struct lobby *l)
 {
 	struct decode_job *d;
 	uint64_t steam;
 
+	lobby_ipc_status(l, "waiting", "dialing host");
+	lobby_ipc_state(l, "state", json_object_new_string("waiting"));
 	if (joincode_steam_id(l->cfg.code, &steam)) {
+		/* What netpunch says to a Steam-ID code without Steam. */
 		log_err("bad-code error=\"a Steam-ID code needs the Steam tunnel, which "
 			"rally-lobby does not have\"");
-		lobby_ipc_status(l, "failed", "bad code: Steam-ID codes need the Steam tunnel");
-		return -EINVAL;
+		fail_early(l,
+			   "this host's code is a Steam ID, and this game has no Steam networking: "
+			   "start the game through Steam, or ask the host to tick CROSS-PLAY and "
+			   "send the long code",
+			   DAEMON_EXIT_FAIL);
+		return 0;
 	}
 	d = calloc(1, sizeof(*d));
 	if (d == NULL)
@@ -466,7 +482,7 @@ static int begin_join(struct daemon *dm, struct lobby *l)
 		decode_done(d, false);
 		return 0;
 	}
-	lobby_ipc_status(l, "connecting", "unlocking the code");
+	/* PBKDF2 on the worker; nothing more to say until it is done. */
 	return ev_work_submit(l->loop, decode_work, decode_done, d);
 }
 
@@ -524,6 +540,7 @@ int main(int argc, char **argv)
 		errno = -r;
 		log_warn("game-relay-port-fail");
 		lobby_ipc_status(l, "failed", "the game relay port is taken");
+		lobby_ipc_state(l, "state", json_object_new_string("failed"));
 		r = DAEMON_EXIT_FAIL;
 		goto out;
 	}
@@ -532,6 +549,7 @@ int main(int argc, char **argv)
 	if (l->cfg.mode == LOBBY_MODE_HOST) {
 		if (start_role(d, l, NULL) < 0) {
 			lobby_ipc_status(l, "failed", "could not open the lobby port");
+			lobby_ipc_state(l, "state", json_object_new_string("failed"));
 			r = DAEMON_EXIT_FAIL;
 			goto out;
 		}

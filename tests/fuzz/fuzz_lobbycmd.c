@@ -11,10 +11,12 @@
 #include "lobby_ipcmsg.h"
 
 static const char *const names[LOBBY_CMD_NTYPES] = {
-	[LOBBY_CMD_QUIT] = "quit",       [LOBBY_CMD_CHAT] = "chat",       [LOBBY_CMD_NAME] = "name",
-	[LOBBY_CMD_STAGE] = "stage",     [LOBBY_CMD_COMPANY] = "company", [LOBBY_CMD_MODE] = "mode",
-	[LOBBY_CMD_PUBLISH] = "publish", [LOBBY_CMD_START] = "start",     [LOBBY_CMD_NOTE] = "note",
-	[LOBBY_CMD_NETSIM] = "netsim",
+	[LOBBY_CMD_QUIT] = "quit",           [LOBBY_CMD_CHAT] = "chat",
+	[LOBBY_CMD_NAME] = "name",           [LOBBY_CMD_STAGE] = "stage",
+	[LOBBY_CMD_COMPANY] = "company",     [LOBBY_CMD_MODE] = "mode",
+	[LOBBY_CMD_PUBLISH] = "publish",     [LOBBY_CMD_START] = "start",
+	[LOBBY_CMD_NOTE] = "note",           [LOBBY_CMD_NETSIM] = "netsim",
+	[LOBBY_CMD_CROSSPLAY] = "crossplay", [LOBBY_CMD_ADVERTISE_MODS] = "advertise_mods",
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -5,8 +5,14 @@ coop (the default): every player is company 1, the host's joiners too; a
 joiner may still pick its own. companies (--companies): a new name gets the
 lowest free id; a returning name gets its remembered company back when no
 one holds it, else the lowest free id. Joiners leave and come back as new
-processes with the same name, as a player restarting the game does. Only
-loopback candidates, no STUN, no UPnP, no master."""
+processes with the same name, as a player restarting the game does. The
+host's {"cmd": "mode"} switches (lobby.py set_mode): companies keeps the
+host on 1 and each joiner, in join order, on its own id while free, else
+the lowest free one; coop puts everyone on 1. Like every roster change,
+the host emits an event only when a company moved (a switch with nobody
+else in the lobby emits none, but the first change); a joiner's roster
+event counts the mode too.
+Only loopback candidates, no STUN, no UPnP, no master."""
 
 from harness import Lobby, check, run, wait_for
 
@@ -82,9 +88,51 @@ def companies_mode(env):
     host.wait_exit(10)
 
 
+def mode_command(env):
+    host = Lobby(env, "host", name="alice", proc_name="lobby-mode-host")
+    code = host.wait_code()
+    wait_for(lambda: host.roster(), 5, "the host's first roster")
+    # Alone. The first change always shows (lobby.py compares with the last
+    # roster it emitted on a change, none at first); after that a switch
+    # that moves nobody's company shows nothing, and the state keeps the
+    # mode of the last event.
+    host.command(cmd="mode", mode="companies")
+    wait_for(lambda: len(host.events("roster")) == 2, 5, "the first change")
+    host.command(cmd="mode", mode="coop")
+    host.command(cmd="note", text="after the mode")
+    host.wait_event(lambda e: e.get("type") == "chat", 5, "the note")
+    check(len(host.events("roster")) == 2 and host.state()["mode"] == "companies",
+          "a mode switch alone: %r %r" % (host.events("roster"), host.state()))
+    bob = join(env, code, "bob", "mode-bob")
+    carol = join(env, code, "carol", "mode-carol")
+    carol.command(cmd="company", id=1)
+    bob.command(cmd="company", id=5)
+    wait_for(lambda: companies(host) == {"alice": 1, "bob": 5, "carol": 1}, 5, "coop picks")
+    host.command(cmd="mode", mode="companies")
+    # bob keeps his free 5; carol's 1 is the host's: the lowest free, 2.
+    want = {"alice": 1, "bob": 5, "carol": 2}
+    wait_for(lambda: companies(host) == want and host.roster()["mode"] == "companies", 5,
+             "companies: own ids while free")
+    wait_for(lambda: companies(carol) == want and carol.roster()["mode"] == "companies", 5,
+             "carol sees companies")
+    wait_for(lambda: host.state()["mode"] == "companies" and host.state()["companies"] == want,
+             5, "the state file's mode and companies")
+    host.command(cmd="mode", mode="coop")
+    want = {"alice": 1, "bob": 1, "carol": 1}
+    wait_for(lambda: companies(host) == want and host.roster()["mode"] == "coop", 5,
+             "coop: everyone on 1")
+    wait_for(lambda: companies(bob) == want and bob.roster()["mode"] == "coop", 5, "bob sees coop")
+    for p in (bob, carol):
+        p.command(cmd="quit")
+        p.wait_exit(10)
+    host.command(cmd="quit")
+    host.wait_exit(10)
+
+
 def scenario(env):
     coop(env)
     companies_mode(env)
+    mode_command(env)
 
 
 run(scenario)

@@ -19,6 +19,13 @@ both, both joiners started with save true, and TCP used exactly when it
 could be. Then a round in which carol cannot take the save (her io dir is
 a 1 MiB tmpfs: the disk is full), which surfaces as netpunch words it and
 starts nobody, and a retry once her disk has room, which starts everyone.
+The host's events follow netpunch's: each peer's done, then its "save
+received, loading" roster, then the start once every peer is in; we cannot
+read a save's mods, so every START says so beside the host (a notice) and
+to everyone (a MULTIPLAYER chat), and later rosters say the list is
+unknown, which each joiner says once. A save whose .sav.lua lacks
+["lockstep.lua"] (made without the mod) is refused before anything is sent,
+its chat at most once a minute; one without a .sav.lua is shared anyway.
 Loopback candidates only, no STUN, no UPnP, no master."""
 
 import hashlib
@@ -99,6 +106,27 @@ def check_round(host, joiners, sav, tcp=False):
     check(len(done) == len(joiners), "host done events: %r" % [evs[i] for i in done])
     check(starts and evs[starts[-1]] == {"type": "start", "save": True} and
           starts[-1] > done[-1], "the host's start: %r" % [evs[i] for i in starts])
+    # Each peer's done, then its roster saying so, all before the start.
+    for j in joiners:
+        who = j.roster()["you"]
+        d = [i for i in done if evs[i]["peer"] == who]
+        r = [i for i, e in enumerate(evs) if e.get("type") == "roster" and
+             e["stages"].get(who) == "save received, loading"]
+        check(d and r and d[0] < r[0] < starts[-1], "%s: done %r, roster %r, start %r" % (
+            who, d, r[:1], starts[-1:]))
+    # The mods of the save are unknown here: said once for this START.
+    name = os.path.basename(sav)
+    notes = [e for e in evs if e.get("type") == "chat" and e.get("from") == "MULTIPLAYER"]
+    check(len(notes) == 2 and "ts" not in notes[0] and "ts" in notes[1] and
+          notes[0]["text"].startswith("Could not read which mods %s needs;" % name) and
+          notes[1]["text"].startswith("The host could not read which mods %s needs:" % name),
+          "the host's mods notes %r" % notes)
+    unknown = ("The host could not read which mods its save needs, so none can be offered to "
+               "you. If your game refuses the save, install the host's mods by hand.")
+    for j in joiners:
+        wait_for(lambda: [e["text"] for e in j.events("chat") if e["from"] == "MULTIPLAYER"]
+                 == [notes[1]["text"], unknown], 10,
+                 "%s: the host's chat, then unknown mods said once" % j.name)
     for j in joiners:
         j.wait_event(lambda e: e == {"type": "start", "save": True}, 10, "start save true")
     tcp_sends = [e for e in evs if e.get("type") == "transfer" and e.get("state") == "tcp"]
@@ -171,6 +199,37 @@ def fail_then_retry(env):
     quit_all((host, bob, carol))
 
 
+def refused_without_mod(env):
+    host = Lobby(env, "host", name="alice", proc_name="host-nomod")
+    code = host.wait_code()
+    bob = Lobby(env, "join", code=code, name="bob", proc_name="bob-nomod")
+    bob.wait_status("connected", "^joined the host$")
+    sav = make_save(os.path.join(env.dir, "save-nomod"), 256 * 1024)
+    with open(sav + ".lua", "wb") as f:
+        f.write(b'["other.lua"] = { }\n')
+    status = ("Not shared: 'world' does not have the Transport Fever 2 Multiplayer mod enabled "
+              "(see chat)")
+    chat = ("'world' was saved without the Transport Fever 2 Multiplayer mod, so nothing would "
+            "sync. Load it, enable the mod in its Mods panel on the load screen, save, and press "
+            "START GAME again.")
+    for _ in range(2):
+        host.command(cmd="start", save=sav)
+    wait_for(lambda: [e for e in host.events("status") if e["detail"] == status] ==
+             [{"type": "status", "state": "connected", "detail": status}] * 2, 5, "refused twice")
+    check([e for e in host.events("chat")] == [{"type": "chat", "from": "MULTIPLAYER",
+                                               "text": chat}], "the chat once a minute")
+    check(not host.events("transfer") and not host.events("start"), "the host sent it anyway")
+    # Without a .sav.lua there is no way to tell: shared.
+    os.remove(sav + ".lua")
+    host.command(cmd="start", save=sav)
+    bob.wait_event(lambda e: e == {"type": "start", "save": True}, 20, "start save true")
+    check(not [e for e in bob.events("chat") if "does not have the" in e["text"]],
+          "bob said a save without a .sav.lua lacks the mod")
+    check(bob.events("save_ready")[-1]["files"] == ["incoming_save.sav", "incoming_save.jpg"],
+          "files %r" % bob.events("save_ready"))
+    quit_all((host, bob))
+
+
 def unreachable_tcp(env):
     """The host offers TCP on its port, but SYNs to it are dropped: each
     joiner gives up after three tries and the save comes over UDP."""
@@ -185,6 +244,7 @@ def unreachable_tcp(env):
 
 
 def scenario(env):
+    refused_without_mod(env)
     # netpunch's protocol alone (what a netpunch peer gets), then rally's.
     for fast in (False, True):
         mode = "rally" if fast else "netpunch"

@@ -14,7 +14,13 @@ welcomes it, then proposes saves a joiner must refuse or fail cleanly:
   - chunks of a sid the joiner never accepted (ignored).
 Each time: the joiner says so in a failed status, answers fdone ok:false
 final:true, writes nothing outside its io dir and leaves no temporary, and
-keeps running: after it all, an honest round from mallory lands whole."""
+keeps running: after it all, an honest round from mallory lands whole.
+Then what netpunch's joiner says of the host's save and its mods: a save
+whose .sav.lua lacks ["lockstep.lua"] (made without the mod) is taken but
+said, once, after save_ready; a welcome whose mods are unknown (null) is
+said once; a new list is told (mods_manifest, mods_clear) once; a list
+that is not [folder, version] pairs makes the joiner leave (mods_cancelled,
+exit 0, the state "disconnected")."""
 
 import base64
 import hashlib
@@ -171,8 +177,66 @@ def scenario(env):
     check(set(os.listdir(outside)) - before <= {os.path.basename(env.dir.rstrip("/"))},
           "written outside the test's dir: %r" % (set(os.listdir(outside)) - before))
     check(sorted(os.listdir(bob.io)) == ["incoming_save.sav", "lobby_in.jsonl",
-                                         "lobby_out.jsonl", "lobby_state.json"],
+                                         "lobby_out.jsonl", "lobby_panel.txt",
+                                         "lobby_state.json"],
           "the io dir: %r" % sorted(os.listdir(bob.io)))
+
+    # A save made without the mod: taken, and said once after save_ready.
+    no_mod = "The host's save does not have the Transport Fever 2 Multiplayer mod enabled, " \
+             "so nothing will sync. Ask the host to enable it in that save's Mods panel and " \
+             "share it again."
+    def notices():
+        return [e["text"] for e in bob.events("chat") if e["from"] == "MULTIPLAYER"]
+    lua = b"-- scripts\n[\"other.lua\"] = { }\n"
+    mal.fbegin(106, [entry("incoming_save.sav", good), entry("incoming_save.sav.lua", lua)],
+               good + lua)
+    for s, c in mal.chunks.items():
+        mal.chunk(106, s, c)
+    wait_for(lambda: mal.got(lambda m: m == {"t": "fdone", "sid": 106, "ok": True}), 10,
+             "fdone 106")
+    evs = bob.events()
+    ready = [i for i, e in enumerate(evs) if e.get("type") == "save_ready"][-1]
+    check(evs[ready + 1] == {"type": "chat", "from": "MULTIPLAYER", "text": no_mod},
+          "after save_ready: %r" % evs[ready:ready + 2])
+    check(notices() == [no_mod], "notices %r" % notices())
+    # With the mod: nothing more.
+    lua = b'["lockstep.lua"] = { }\n'
+    mal.fbegin(107, [entry("incoming_save.sav", good), entry("incoming_save.sav.lua", lua)],
+               good + lua)
+    for s, c in mal.chunks.items():
+        mal.chunk(107, s, c)
+    wait_for(lambda: mal.got(lambda m: m == {"t": "fdone", "sid": 107, "ok": True}), 10,
+             "fdone 107")
+    check(notices() == [no_mod], "notices after a save with the mod %r" % notices())
+
+    # The mods a host's save needs, in its welcomes (a rename is answered
+    # with one): unknown is said once; a new list told once, then clear.
+    unknown = "The host could not read which mods its save needs, so none can be offered to " \
+              "you. If your game refuses the save, install the host's mods by hand."
+    def welcome(mods, mods_unknown):
+        mal.send({"t": "welcome", "version": "0.6.1.24", "transport_lobby": "ab" * 16,
+                  "you": "bob", "host": "mallory", "recovery": 0, "lobby": "", "relay": False,
+                  "mods": mods, "mods_unknown": mods_unknown})
+    for _ in range(2):
+        welcome(None, True)
+    wait_for(lambda: unknown in notices(), 5, "the unknown-mods notice")
+    welcome([["1234", 2]], False)
+    welcome([["1234", 2]], False)
+    # Unknown again after a list: said again (the list reset it). It also
+    # shows the second copy of the list was read, to no effect.
+    welcome(None, True)
+    wait_for(lambda: notices() == [no_mod, unknown, unknown], 5, "unknown, after a list")
+    check(bob.events("mods_manifest") == [{"type": "mods_manifest", "mods": []},
+                                          {"type": "mods_manifest", "mods": [["1234", 2]]}],
+          "manifests %r" % bob.events("mods_manifest"))
+    check(len(bob.events("mods_clear")) == 2, "clears %r" % bob.events("mods_clear"))
+    # A list that is not [folder, version] pairs: the joiner leaves.
+    welcome([["../x", 1]], False)
+    check(bob.wait_exit(5) == 0, "exit status after a bad mod list")
+    check(bob.events()[-1]["type"] == "mods_cancelled", "last event %r" % bob.events()[-1])
+    check(mal.got(lambda m: m.get("t") == "leave"), "no leave")
+    st = bob.state()
+    check(st["state"] == "disconnected" and st["started"] is False, "state %r" % st)
 
 
 run(scenario)

@@ -368,8 +368,18 @@ static void test_commands(void)
 	CHECK(c.type == LOBBY_CMD_PUBLISH && c.on);
 	lobby_cmd_release(&c);
 	CHECK_EQ_INT(CMD("{\"cmd\": \"crossplay\", \"on\": true}"), 0);
+	CHECK(c.type == LOBBY_CMD_CROSSPLAY && c.on);
+	lobby_cmd_release(&c);
+	CHECK_EQ_INT(CMD("{\"cmd\": \"advertise_mods\", \"save\": \"/s/a.sav\"}"), 0);
+	CHECK_EQ_INT(c.type, LOBBY_CMD_ADVERTISE_MODS);
+	CHECK_EQ_STR(c.save, "/s/a.sav");
+	lobby_cmd_release(&c);
+	CHECK_EQ_INT(CMD("{\"cmd\": \"note\", \"text\": \"n\"}"), 0);
+	CHECK(c.type == LOBBY_CMD_NOTE && strcmp(c.text, "n") == 0);
+	lobby_cmd_release(&c);
+	CHECK_EQ_INT(CMD("{\"cmd\": \"sync_taking\"}"), 0);
 	CHECK_EQ_INT(c.type, LOBBY_CMD_UNKNOWN);
-	CHECK_EQ_STR(c.cmd, "crossplay");
+	CHECK_EQ_STR(c.cmd, "sync_taking");
 	lobby_cmd_release(&c);
 	CHECK_EQ_INT(CMD("  \r"), -ENODATA);
 	CHECK_EQ_INT(CMD("{\"cmd\": 5}"), -EBADMSG);
@@ -388,6 +398,11 @@ static void test_events(void)
 	e.code.code = "ABC";
 	CHECK_EQ_STR(enc_event(&e), "{\"type\": \"code\", \"code\": \"ABC\", \"steam\": \"\", "
 				    "\"crossplay\": false, \"cross_code\": \"\"}");
+	/* What a host without Steam says (lobby.py emit_code). */
+	e.code.crossplay = true;
+	e.code.cross_code = "ABC";
+	CHECK_EQ_STR(enc_event(&e), "{\"type\": \"code\", \"code\": \"ABC\", \"steam\": \"\", "
+				    "\"crossplay\": true, \"cross_code\": \"ABC\"}");
 	e = (struct lobby_event){.type = LOBBY_EV_TRANSPORT_LOBBY, .epoch = "ab"};
 	CHECK_EQ_STR(enc_event(&e), "{\"type\": \"transport_lobby\", \"epoch\": \"ab\"}");
 	e = (struct lobby_event){.type = LOBBY_EV_STATUS, .status = {"failed", "lobby full"}};
@@ -425,6 +440,21 @@ static void test_events(void)
 		"\"host\": \"alice\", \"lobby\": \"L\", \"companies\": {\"alice\": 1, \"bob\": "
 		"2}, \"stages\": {}, \"relay\": null, \"letters\": null, \"stored_age\": -1, "
 		"\"stored_max\": null, \"mode\": \"companies\"}");
+
+	/* The mods events: the host's manifest says mods_unknown, the
+	 * joiner's does not. */
+	e = (struct lobby_event){.type = LOBBY_EV_MODS_MANIFEST};
+	e.mods_manifest.has_unknown = true;
+	e.mods_manifest.unknown = true;
+	CHECK_EQ_STR(enc_event(&e),
+		     "{\"type\": \"mods_manifest\", \"mods\": null, \"mods_unknown\": true}");
+	e = (struct lobby_event){.type = LOBBY_EV_MODS_MANIFEST};
+	e.mods_manifest.mods = "[[\"1234\", 2]]";
+	CHECK_EQ_STR(enc_event(&e), "{\"type\": \"mods_manifest\", \"mods\": [[\"1234\", 2]]}");
+	e = (struct lobby_event){.type = LOBBY_EV_MODS_CLEAR};
+	CHECK_EQ_STR(enc_event(&e), "{\"type\": \"mods_clear\"}");
+	e = (struct lobby_event){.type = LOBBY_EV_MODS_CANCELLED, .mods_cancelled = "no"};
+	CHECK_EQ_STR(enc_event(&e), "{\"type\": \"mods_cancelled\", \"text\": \"no\"}");
 }
 
 int main(void)
