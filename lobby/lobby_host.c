@@ -55,7 +55,9 @@ struct peer {
 	char name[LOBBY_NAME_MAX * 4 + 1];
 	long long last_ms;
 	bool mesh;
-	bool rally; /* its join offered rally's transfer extension */
+	bool rally;  /* its join offered rally's transfer extension */
+	bool sw;     /* its next save start is a world switch */
+	bool sw_now; /* the start being sent to it is one */
 	char profile[JOINCODE_MAX_TEXT];
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
@@ -96,6 +98,7 @@ struct lobby_host {
 	struct lobby_bulk *bulk; /* the TCP listener (NULL: UDP only) */
 	bool xfer_over;
 	char pending_save[PATH_MAX];
+	bool pending_switch; /* the queued start is a world switch */
 	char last_shared[PATH_MAX];
 	/* What welcomes and rosters say of the save's mods: [] until a save is
 	 * shared or advertised; then unknown (null, mods_unknown true), since
@@ -757,13 +760,46 @@ static void start_game(struct lobby_host *h, bool save)
 	struct lobby *l = h->l;
 	struct lobby_msg m;
 	struct lobby_event e = {.type = LOBBY_EV_START, .start = {save, false}};
-	size_t n = 0;
+	size_t n = 0, switching = 0;
 
 	h->started = true;
 	h->start_save = save;
 	lobby_msg_init(&m, LOBBY_MSG_START);
 	m.start.save = save;
-	burst_to(h, &m, save);
+	/* A world switch is per peer (lobby.py broadcast_start): those that
+	 * were playing are told they leave that world; one that came during
+	 * the switch gets an ordinary start; one the round did not reach keeps
+	 * its mark for the round that serves it. */
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		p->sw_now = save && p->mark && p->sw;
+		switching += p->sw_now;
+		if (p->sw_now)
+			p->sw = false;
+	}
+	if (switching == 0) {
+		burst_to(h, &m, save);
+	} else {
+		struct lobby_msg ms = m;
+		struct strbuf plain, sw;
+
+		ms.start.has_switch = true;
+		strbuf_init(&plain, LOBBY_MSG_MAX);
+		strbuf_init(&sw, LOBBY_MSG_MAX);
+		if (lobby_msg_encode(&m, &plain) == 0 && lobby_msg_encode(&ms, &sw) == 0) {
+			for (int k = 0; k < LOBBY_CHAT_BURST; k++) {
+				for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+					const struct strbuf *b = p->sw_now ? &sw : &plain;
+
+					if (p->mark)
+						lobby_net_send_app(l, &p->addr,
+								   (const uint8_t *)b->p, b->len);
+				}
+			}
+		}
+		strbuf_release(&plain);
+		strbuf_release(&sw);
+	}
+	e.start.has_switch = switching > 0;
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		if (!save || p->mark) {
 			p->started = true;
@@ -782,7 +818,7 @@ static void start_game(struct lobby_host *h, bool save)
 
 /* ---- the save transfer ---- */
 
-static void start_with_save(struct lobby_host *h, const char *path);
+static void start_with_save(struct lobby_host *h, const char *path, bool sw);
 
 /* The round is over: freed from the loop, not from inside its callback. */
 static void on_reap(struct ev_timer *t, void *arg)
@@ -797,11 +833,14 @@ static void on_reap(struct ev_timer *t, void *arg)
 	h->xfer = NULL;
 	h->xfer_over = false;
 	if (h->pending_save[0] != '\0') {
+		bool sw = h->pending_switch;
+
 		snprintf(pending, sizeof(pending), "%s", h->pending_save);
 		h->pending_save[0] = '\0';
+		h->pending_switch = false;
 		/* The queued START GAME, as if pressed now (lobby.py re-runs the
 		 * command). */
-		start_with_save(h, pending);
+		start_with_save(h, pending, sw);
 	}
 }
 
@@ -1024,10 +1063,49 @@ static bool mod_check(struct lobby_host *h, const char *path)
 	return false;
 }
 
-/* START GAME with a save (the command, or the one queued behind a round). */
-static void start_with_save(struct lobby_host *h, const char *path)
+/*
+ * lobby.py begin_world_switch: the host loaded another world while the
+ * session runs, so everyone leaves theirs for it. A new nonce (the bridges
+ * start a new cohort), the new file the one served from now on (before
+ * anyone is unstarted, so the serve-again loop can only push this one),
+ * every peer unstarted and marked, then the round to all of them.
+ */
+static void begin_world_switch(struct lobby_host *h, const char *path)
 {
-	if (mod_check(h, path))
+	struct lobby_event tl_ev = {.type = LOBBY_EV_TRANSPORT_LOBBY};
+	char detail[PATH_MAX + 32];
+	uint8_t tl[16];
+	size_t playing = 0;
+
+	randombytes_buf(tl, sizeof(tl));
+	sodium_bin2hex(h->transport_lobby, sizeof(h->transport_lobby), tl, sizeof(tl));
+	tl_ev.epoch = h->transport_lobby;
+	lobby_ipc_emit(h->l, &tl_ev);
+	snprintf(h->last_shared, sizeof(h->last_shared), "%s", path);
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		playing += p->started;
+		p->started = false;
+		p->sw = true;
+	}
+	log_info("world-switch save=\"%s\" peers=%zu playing=%zu", lobby_role_basename(path),
+		 htab_count(h->peers), playing);
+	/* U+2026, as netpunch writes it. */
+	snprintf(detail, sizeof(detail), "Switching everyone to %s\xe2\x80\xa6",
+		 lobby_role_basename(path));
+	lobby_ipc_status(h->l, "connected", detail);
+	send_roster_packets(h); /* the new nonce rides it */
+	begin_save_transfer(h, h->last_shared);
+}
+
+/* START GAME with a save (the command, or the one queued behind a round);
+ * with switch, in a started session with players, a world switch. */
+static void start_with_save(struct lobby_host *h, const char *path, bool sw)
+{
+	if (!mod_check(h, path))
+		return;
+	if (sw && h->started && htab_count(h->peers) > 0)
+		begin_world_switch(h, path);
+	else
 		begin_save_transfer(h, path);
 }
 
@@ -1230,15 +1308,17 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		if (h->xfer != NULL) {
 			/* A save start waits for the round to end (a later one
 			 * replaces it); one without a save is dropped. */
-			if (c->start.save != NULL)
+			if (c->start.save != NULL) {
 				snprintf(h->pending_save, sizeof(h->pending_save), "%s",
 					 c->start.save);
+				h->pending_switch = c->start.has_switch;
+			}
 			log_info("xfer-start-%s reason=\"a save transfer is in progress\"",
 				 c->start.save != NULL ? "queued" : "ignored");
 			return;
 		}
 		if (c->start.save != NULL)
-			start_with_save(h, c->start.save);
+			start_with_save(h, c->start.save, c->start.has_switch);
 		else
 			start_game(h, false);
 		return;

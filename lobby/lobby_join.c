@@ -73,7 +73,9 @@ struct lobby_join {
 	 * "unknown" was said since. */
 	char *manifest_key;
 	bool manifest_unknown;
-	bool xfer_begun;           /* an fbegin came: a round may be running */
+	bool xfer_begun; /* an fbegin came: a round may be running */
+	int switch_seen; /* for switch_sid: 1 ignored, 2 applied (lobby.py last_switch) */
+	uint32_t switch_sid;
 	uint32_t mods_checked_sid; /* the round whose save was checked for our mod */
 	bool mods_checked;
 	struct lobby_xrecv *xrecv;
@@ -430,10 +432,10 @@ static bool cid_seen(struct lobby_join *j, long long cid)
  * later start (or the roster's heal) still works. Three copies come: the
  * first counts.
  */
-static void apply_start(struct lobby_join *j, bool save)
+static void apply_start(struct lobby_join *j, bool save, bool sw)
 {
 	struct lobby *l = j->l;
-	struct lobby_event e = {.type = LOBBY_EV_START, .start = {save, false}};
+	struct lobby_event e = {.type = LOBBY_EV_START, .start = {save, sw}};
 
 	if (j->started || lobby_xrecv_failed(j->xrecv))
 		return;
@@ -444,6 +446,37 @@ static void apply_start(struct lobby_join *j, bool save)
 	j->started = true;
 	lobby_ipc_emit(l, &e);
 	lobby_ipc_state(l, "started", json_object_new_boolean(true));
+}
+
+/*
+ * lobby.py apply_switch_start: the host loaded another world and pushed it
+ * here, the one start taken although we started already. Once per round
+ * received (the host sends the start three times); a switch with no
+ * verified save this session is ignored, logged once.
+ */
+static void apply_switch_start(struct lobby_join *j, bool save)
+{
+	struct lobby_msg m;
+	uint32_t sid = lobby_xrecv_sid(j->xrecv);
+
+	if (lobby_xrecv_failed(j->xrecv))
+		return;
+	if (!save || !lobby_xrecv_complete(j->xrecv)) {
+		if (j->switch_seen != 1 || j->switch_sid != sid)
+			log_info("start-switch-ignored reason=\"no verified save this session\"");
+		j->switch_seen = 1;
+		j->switch_sid = sid;
+		return;
+	}
+	if (j->switch_seen == 2 && j->switch_sid == sid)
+		return; /* another copy of the burst */
+	j->switch_seen = 2;
+	j->switch_sid = sid;
+	j->started = false; /* this start replaces the world we are in */
+	lobby_msg_init(&m, LOBBY_MSG_STAGE);
+	m.stage = "loading the host's new world";
+	lobby_net_send_msg(j->l, &j->host, &m);
+	apply_start(j, true, true);
 }
 
 /* The host's mod list can no longer be taken (lobby.py: cancelled):
@@ -610,7 +643,7 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		roster_event(j, &m->roster);
 		/* The roster heals a lost start burst. */
 		if (m->roster.started)
-			apply_start(j, m->roster.start_save);
+			apply_start(j, m->roster.start_save, false);
 		return;
 	case LOBBY_MSG_REJECT:
 		fail(l, m->reject != NULL ? m->reject : "rejected", FAIL_DETAIL, 0);
@@ -628,7 +661,10 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		lobby_ipc_emit(l, &e);
 		return;
 	case LOBBY_MSG_START:
-		apply_start(j, m->start.save);
+		if (m->start.has_switch)
+			apply_switch_start(j, m->start.save);
+		else
+			apply_start(j, m->start.save, false);
 		return;
 	case LOBBY_MSG_FBEGIN:
 		j->xfer_begun = true;

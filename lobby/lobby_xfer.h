@@ -133,6 +133,8 @@ void lobby_xrecv_on_chunk(struct lobby_xrecv *x, const uint8_t *p, size_t len);
 /* The current round's save is verified and in place (start save:true may
  * apply); the current round failed (no start applies until a new one). */
 bool lobby_xrecv_complete(const struct lobby_xrecv *x);
+/* The sid of the round received last (0: none yet). */
+uint32_t lobby_xrecv_sid(const struct lobby_xrecv *x);
 bool lobby_xrecv_failed(const struct lobby_xrecv *x);
 
 #endif

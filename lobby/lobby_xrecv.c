@@ -819,6 +819,11 @@ bool lobby_xrecv_complete(const struct lobby_xrecv *x)
 	return x != NULL && x->has_sid && x->complete;
 }
 
+uint32_t lobby_xrecv_sid(const struct lobby_xrecv *x)
+{
+	return x != NULL && x->has_sid ? x->sid : 0;
+}
+
 bool lobby_xrecv_failed(const struct lobby_xrecv *x)
 {
 	return x != NULL && x->has_sid && x->failed;
