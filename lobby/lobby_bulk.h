@@ -66,6 +66,13 @@ struct lobby_bulk_pull_ops {
 	void (*ended)(void *arg, bool complete);
 	/* Every try failed before an "OK\n": UDP it is. */
 	void (*gave_up)(void *arg);
+	/* Optional, for splice(2) straight from the socket into the files
+	 * (no copy through us): where blob offset off lives (the file's fd,
+	 * the offset in it, the bytes to its end); 0, or < 0 to use data. */
+	int (*locate)(void *arg, uint64_t off, int *fd, uint64_t *file_off, uint64_t *left);
+	/* n more bytes were spliced into place (err: the write failed, -errno).
+	 * As data's return. */
+	int (*spliced)(void *arg, size_t n, int err);
 };
 
 /* Starts pulling total bytes of round sid from host (IP and port). NULL,

@@ -415,6 +415,19 @@ int lobby_save_open_sink(struct lobby_save *s, const char *io_dir,
 	return 0;
 }
 
+int lobby_save_locate(const struct lobby_save *s, uint64_t off, int *fd, uint64_t *file_off,
+		      uint64_t *left)
+{
+	size_t i = file_at(s, off);
+
+	if (i == s->n)
+		return -EINVAL;
+	*fd = s->f[i].fd;
+	*file_off = off - s->f[i].off;
+	*left = s->f[i].size - *file_off;
+	return 0;
+}
+
 int lobby_save_write(struct lobby_save *s, uint64_t off, const uint8_t *data, size_t len)
 {
 	size_t done = 0;

@@ -78,6 +78,11 @@ int lobby_save_open_sink(struct lobby_save *s, const char *io_dir,
 			 const struct lobby_save_offer *files, size_t n, uint64_t total,
 			 const char *sha256, uint64_t cap, bool resume, char *err, size_t errsize);
 
+/* Where blob offset off lives in a sink: the file's descriptor, the offset
+ * in it and the bytes to its end (for splice). 0, or -EINVAL past the end. */
+int lobby_save_locate(const struct lobby_save *s, uint64_t off, int *fd, uint64_t *file_off,
+		      uint64_t *left);
+
 /* Writes blob bytes [off, off + len). 0 or -errno (-ENOSPC: the disk). */
 int lobby_save_write(struct lobby_save *s, uint64_t off, const uint8_t *data, size_t len);
 

@@ -688,22 +688,11 @@ static void pull_claimed(void *arg)
 	emit_state(x, "tcp");
 }
 
-static int pull_data(void *arg, const uint8_t *p, size_t n)
+/* n more bytes of the stream are in place at tcp_off: every chunk they
+ * complete is held (the last when the stream ends). */
+static int pull_advance(struct lobby_xrecv *x, size_t n)
 {
-	struct lobby_xrecv *x = arg;
-	char why[160];
-	int r;
-
-	if (x->failed || x->complete || x->finalizing || n > x->total_bytes - x->tcp_off)
-		return -1;
-	r = lobby_save_write(x->save, x->tcp_off, p, n);
-	if (r < 0) {
-		snprintf(why, sizeof(why), "write error: %s", strerror(-r));
-		fail(x, why);
-		return -1;
-	}
 	x->tcp_off += n;
-	/* Every chunk the stream now covers whole (the last when it ends). */
 	while (x->tcp_mark < x->total_chunks &&
 	       ((x->tcp_mark + 1) * x->chunk <= x->tcp_off || x->tcp_off == x->total_bytes)) {
 		if (!held(x, x->tcp_mark)) {
@@ -725,6 +714,50 @@ static int pull_data(void *arg, const uint8_t *p, size_t n)
 	return 0;
 }
 
+static int pull_data(void *arg, const uint8_t *p, size_t n)
+{
+	struct lobby_xrecv *x = arg;
+	char why[160];
+	int r;
+
+	if (x->failed || x->complete || x->finalizing || n > x->total_bytes - x->tcp_off)
+		return -1;
+	r = lobby_save_write(x->save, x->tcp_off, p, n);
+	if (r < 0) {
+		snprintf(why, sizeof(why), "write error: %s", strerror(-r));
+		fail(x, why);
+		return -1;
+	}
+	return pull_advance(x, n);
+}
+
+/* splice's side: where the stream's next byte goes, and what went. */
+static int pull_locate(void *arg, uint64_t off, int *fd, uint64_t *file_off, uint64_t *left)
+{
+	struct lobby_xrecv *x = arg;
+
+	if (x->failed || x->complete || x->finalizing || x->save == NULL || off != x->tcp_off)
+		return -1;
+	return lobby_save_locate(x->save, off, fd, file_off, left);
+}
+
+static int pull_spliced(void *arg, size_t n, int err)
+{
+	struct lobby_xrecv *x = arg;
+	char why[160];
+
+	if (x->failed || x->complete || x->finalizing)
+		return -1;
+	if (err < 0) {
+		snprintf(why, sizeof(why), "write error: %s", strerror(-err));
+		fail(x, why);
+		return -1;
+	}
+	if (n > x->total_bytes - x->tcp_off)
+		return -1;
+	return pull_advance(x, n);
+}
+
 static void pull_ended(void *arg, bool complete)
 {
 	struct lobby_xrecv *x = arg;
@@ -744,8 +777,8 @@ static void pull_gave_up(void *arg)
 	log_info("xfer-recv-tcp-unreachable sid=%u then=udp", x->sid);
 }
 
-static const struct lobby_bulk_pull_ops pull_ops = {pull_claimed, pull_data, pull_ended,
-						    pull_gave_up};
+static const struct lobby_bulk_pull_ops pull_ops = {pull_claimed, pull_data,   pull_ended,
+						    pull_gave_up, pull_locate, pull_spliced};
 
 /* fbegin's tcp offer with a port: pull from the host's IP. */
 static void maybe_pull(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb)
