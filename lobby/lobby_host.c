@@ -1206,27 +1206,13 @@ static void advertise_mods(struct lobby_host *h, const char *path)
 {
 	struct lobby *l = h->l;
 	struct lobby_event e = {.type = LOBBY_EV_MODS_MANIFEST};
-	struct strbuf b;
-	struct pyjson j;
+	struct lobby_msg m;
 
 	mods_unknown_note(h, path != NULL ? path : "");
-	/* XXX: {"t": "mods_manifest"} has no struct in lobby_msg yet; written
-	 * here as netpunch's json.dumps writes it. */
-	strbuf_init(&b, 256);
-	pyjson_init(&j, &b);
-	pyjson_obj_begin(&j);
-	pyjson_key(&j, "t");
-	pyjson_cstr(&j, "mods_manifest");
-	pyjson_key(&j, "mods");
-	pyjson_null(&j);
-	pyjson_key(&j, "mods_unknown");
-	pyjson_bool(&j, true);
-	pyjson_obj_end(&j);
-	if (!b.bad && !j.bad && b.p != NULL) {
-		for (struct peer *p = first(h); p != NULL; p = next(h, p))
-			lobby_net_send_app(l, &p->addr, (const uint8_t *)b.p, b.len);
-	}
-	strbuf_release(&b);
+	lobby_msg_init(&m, LOBBY_MSG_MODS_MANIFEST);
+	m.mods_manifest = (struct lobby_msg_mods_manifest){NULL, true};
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
+		lobby_net_send_msg(l, &p->addr, &m);
 	e.mods_manifest.mods = NULL;
 	e.mods_manifest.has_unknown = true;
 	e.mods_manifest.unknown = true;

@@ -675,9 +675,11 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		lobby_ipc_status(l, m->status.state != NULL ? m->status.state : "connected",
 				 m->status.detail != NULL ? m->status.detail : "");
 		return;
+	case LOBBY_MSG_MODS_MANIFEST:
+		/* A host's advertise_mods (a missing list is null). */
+		on_manifest(j, m->mods_manifest.mods, m->mods_manifest.mods_unknown);
+		return;
 	default:
-		/* XXX: {"t": "mods_manifest"} (a host's advertise_mods) decodes
-		 * as an unknown message: lobby_msg has no struct for it yet. */
 		return;
 	}
 }

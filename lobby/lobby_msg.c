@@ -50,6 +50,7 @@ static const char *const type_names[LOBBY_MSG_NTYPES] = {
 	[LOBBY_MSG_FACK] = "fack",
 	[LOBBY_MSG_FDONE] = "fdone",
 	[LOBBY_MSG_XSTAT] = "xstat",
+	[LOBBY_MSG_MODS_MANIFEST] = "mods_manifest",
 };
 
 const char *lobby_msg_type_name(enum lobby_msg_type type)
@@ -257,6 +258,22 @@ static void put_value(struct pyjson *pj, struct json_object *v)
 
 /* A value kept as text: NULL for null or absent. */
 static int get_raw(struct lobby_msg_mem *mm, struct json_object *o, const char *key,
+		   lobby_msg_raw *out);
+
+/* A welcome's or a roster's mods: netpunch reads an absent key as [] (and
+ * null as null). */
+static int get_mods(struct lobby_msg_mem *mm, struct json_object *o, lobby_msg_raw *out)
+{
+	struct json_object *f;
+
+	if (!json_object_object_get_ex(o, "mods", &f)) {
+		*out = "[]";
+		return 0;
+	}
+	return get_raw(mm, o, "mods", out);
+}
+
+static int get_raw(struct lobby_msg_mem *mm, struct json_object *o, const char *key,
 		   lobby_msg_raw *out)
 {
 	struct json_object *f = field(o, key);
@@ -311,7 +328,7 @@ static int decode_roster(struct lobby_msg_mem *mm, struct json_object *o,
 	r->start_save = jsonp_bool(o, "start_save", false);
 	r->mode = jsonp_str(o, "mode");
 	if ((e = get_names(mm, field(o, "players"), &r->players)) < 0 ||
-	    (e = get_raw(mm, o, "mods", &r->mods)) < 0 ||
+	    (e = get_mods(mm, o, &r->mods)) < 0 ||
 	    (e = get_dict(mm, field(o, "letters"), DICT_STR, &r->letters)) < 0 ||
 	    (e = get_dict(mm, field(o, "profiles"), DICT_STR, &r->profiles)) < 0 ||
 	    (e = get_links(mm, field(o, "links"), &r->links)) < 0 ||
@@ -513,7 +530,7 @@ static int decode_fields(struct lobby_msg *m, struct json_object *o)
 		m->welcome.lobby = jsonp_str(o, "lobby");
 		m->welcome.relay = jsonp_bool(o, "relay", false);
 		m->welcome.mods_unknown = jsonp_bool(o, "mods_unknown", false);
-		return get_raw(mm, o, "mods", &m->welcome.mods);
+		return get_mods(mm, o, &m->welcome.mods);
 	case LOBBY_MSG_ROSTER:
 		return decode_roster(mm, o, &m->roster);
 	case LOBBY_MSG_START:
@@ -539,6 +556,9 @@ static int decode_fields(struct lobby_msg *m, struct json_object *o)
 		m->fdone.ok = jsonp_bool(o, "ok", false);
 		m->fdone.final = jsonp_bool(o, "final", false);
 		return 0;
+	case LOBBY_MSG_MODS_MANIFEST:
+		m->mods_manifest.mods_unknown = jsonp_bool(o, "mods_unknown", false);
+		return get_raw(mm, o, "mods", &m->mods_manifest.mods);
 	case LOBBY_MSG_XSTAT:
 		if (get_sid(o, &m->xstat.sid) < 0)
 			return -EBADMSG;
@@ -888,6 +908,11 @@ static void encode_fields(struct pyjson *j, const struct lobby_msg *m)
 		key_bool(j, "ok", m->fdone.ok);
 		if (!m->fdone.ok && m->fdone.final)
 			key_bool(j, "final", true);
+		return;
+	case LOBBY_MSG_MODS_MANIFEST:
+		pyjson_key(j, "mods");
+		put_raw(j, m->mods_manifest.mods);
+		key_bool(j, "mods_unknown", m->mods_manifest.mods_unknown);
 		return;
 	case LOBBY_MSG_XSTAT:
 		key_int(j, "sid", m->xstat.sid);

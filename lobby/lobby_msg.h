@@ -53,6 +53,7 @@ enum lobby_msg_type {
 	LOBBY_MSG_FACK,
 	LOBBY_MSG_FDONE,
 	LOBBY_MSG_XSTAT, /* rally's extension (docs/transfer.md) */
+	LOBBY_MSG_MODS_MANIFEST,
 	LOBBY_MSG_NTYPES
 };
 
@@ -218,6 +219,13 @@ struct lobby_msg_fdone {
 	bool final; /* written only with ok false */
 };
 
+/* A host's advertise_mods: {"t": "mods_manifest", "mods", "mods_unknown"}
+ * (mods NULL: null, or absent, which netpunch reads as null). */
+struct lobby_msg_mods_manifest {
+	lobby_msg_raw mods;
+	bool mods_unknown;
+};
+
 /* rally's receiver report, beside each fack in a rally round: chunks held
  * (got), the highest seq seen (hs, -1: none), how long ago it arrived
  * (age_us), the gaps seen below it so far (lost), its clock (t_us). */
@@ -252,6 +260,7 @@ struct lobby_msg {
 		struct lobby_msg_fack fack;
 		struct lobby_msg_fdone fdone;
 		struct lobby_msg_xstat xstat;
+		struct lobby_msg_mods_manifest mods_manifest;
 	};
 	struct lobby_msg_mem *mem; /* what decode allocated */
 };

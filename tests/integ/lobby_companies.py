@@ -105,7 +105,9 @@ def mode_command(env):
           "a mode switch alone: %r %r" % (host.events("roster"), host.state()))
     bob = join(env, code, "bob", "mode-bob")
     carol = join(env, code, "carol", "mode-carol")
-    carol.command(cmd="company", id=1)
+    # carol stays on 1, coop's company for all (a company command of hers
+    # could reach the host after the mode switch below: nothing orders the
+    # two processes); bob picks 5.
     bob.command(cmd="company", id=5)
     wait_for(lambda: companies(host) == {"alice": 1, "bob": 5, "carol": 1}, 5, "coop picks")
     host.command(cmd="mode", mode="companies")

@@ -193,6 +193,29 @@ static void test_transfer_messages(void)
 		   "\"tcp_port\": 5000}");
 }
 
+/* mods_manifest (a host's advertise_mods), and netpunch's reading of a
+ * welcome or roster without mods: [] (a manifest without them: null). */
+static void test_mods_manifest(void)
+{
+	struct lobby_msg m;
+
+	round_trip("{\"t\": \"mods_manifest\", \"mods\": [[\"123\", 2]], \"mods_unknown\": false}");
+	round_trip("{\"t\": \"mods_manifest\", \"mods\": null, \"mods_unknown\": true}");
+	CHECK_EQ_INT(dec("{\"t\": \"mods_manifest\"}", &m), 0);
+	CHECK(m.type == LOBBY_MSG_MODS_MANIFEST && m.mods_manifest.mods == NULL &&
+	      !m.mods_manifest.mods_unknown);
+	lobby_msg_release(&m);
+	CHECK_EQ_INT(dec("{\"t\": \"welcome\", \"version\": \"0.6.1.24\"}", &m), 0);
+	CHECK(m.welcome.mods != NULL && strcmp(m.welcome.mods, "[]") == 0);
+	lobby_msg_release(&m);
+	CHECK_EQ_INT(dec("{\"t\": \"welcome\", \"mods\": null}", &m), 0);
+	CHECK(m.welcome.mods == NULL);
+	lobby_msg_release(&m);
+	CHECK_EQ_INT(dec("{\"t\": \"roster\", \"players\": []}", &m), 0);
+	CHECK(m.roster.mods != NULL && strcmp(m.roster.mods, "[]") == 0);
+	lobby_msg_release(&m);
+}
+
 /* rally's extension: keys a netpunch peer never gets (docs/transfer.md). */
 static void test_rally_extension(void)
 {
@@ -463,6 +486,7 @@ int main(void)
 	test_host_messages();
 	test_transfer_messages();
 	test_rally_extension();
+	test_mods_manifest();
 	test_decode_rules();
 	test_clean();
 	test_commands();
