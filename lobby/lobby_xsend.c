@@ -32,6 +32,7 @@
 #include "lobby_cc.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
+#include "lobby_xprog.h"
 #include "log.h"
 
 #define PUMP_MS      (1)
@@ -80,11 +81,13 @@ struct tgt {
 	uint64_t srtt_us, rttvar_us;
 	double loss; /* of first transmissions, smoothed */
 	bool app_limited;
-	uint64_t gone;                /* presumed lost below this (presume_lost) */
-	uint64_t moved_us;            /* when its highest seen or base last moved */
-	uint64_t x_at_us;             /* when its last report came */
-	uint64_t begin_us;            /* the last fbegin sent */
-	uint64_t dbg_at;              /* the last debug line */
+	uint64_t gone;               /* presumed lost below this (presume_lost) */
+	uint64_t moved_us;           /* when its highest seen or base last moved */
+	uint64_t x_at_us;            /* when its last report came */
+	uint64_t begin_us;           /* the last fbegin sent */
+	uint64_t dbg_at;             /* the last debug line */
+	long long began_ms, mark_ms; /* for the events' rate */
+	uint64_t mark_bytes;
 	uint64_t dgrams, retx, tails; /* counters for the log */
 	/* --max-rate on netpunch's pump: bytes it may send now. */
 	double bucket;
@@ -149,6 +152,12 @@ static void settle(struct lobby_xsend *x, struct tgt *t, enum lobby_xsend_state 
 
 	t->state = st;
 	emit(x, t, -1, state, detail);
+	lobby_xprog_row(
+		x->l, t->name,
+		st == LOBBY_XSEND_DONE
+			? x->src->total
+			: (t->base * t->chunk < x->src->total ? t->base * t->chunk : x->src->total),
+		x->src->total, state);
 	log_info("xfer-send-%s sid=%u peer=%s name=\"%s\"%s%s%s", state, x->sid,
 		 addr_str(&t->addr, a, sizeof(a)), t->name, detail != NULL ? " detail=\"" : "",
 		 detail != NULL ? detail : "", detail != NULL ? "\"" : "");
@@ -161,10 +170,20 @@ static void progress(struct lobby_xsend *x, struct tgt *t)
 	int pct = total == 0 ? 100 : (int)((have < total ? have : total) * 100 / total);
 	char text[40];
 
+	struct lobby_event e = {.type = LOBBY_EV_TRANSFER};
+
+	lobby_xprog_row(x->l, t->name, have < total ? have : total, total, NULL);
 	if (t->last_pct >= 0 && pct / 10 <= t->last_pct / 10)
 		return;
 	t->last_pct = pct;
-	emit(x, t, pct, NULL, NULL);
+	e.transfer.send = true;
+	e.transfer.peer = t->name;
+	e.transfer.pct = pct;
+	if (t->mark_ms == 0)
+		t->mark_ms = t->began_ms;
+	lobby_xfer_rate(&e, have < total ? have : total, total, &t->mark_ms, &t->mark_bytes,
+			now_ms(x));
+	lobby_ipc_emit(x->l, &e);
 	snprintf(text, sizeof(text), "receiving save %d%%", pct);
 	if (x->ops.stage != NULL)
 		x->ops.stage(x->l, &t->addr, text);
@@ -911,6 +930,7 @@ static void begin(struct lobby_xsend *x)
 	log_info("xfer-send-begin sid=%u bytes=%llu chunk=%llu peers=%zu", x->sid,
 		 (unsigned long long)x->src->total, (unsigned long long)x->chunk, x->n);
 	for (size_t i = 0; i < x->n; i++) {
+		x->t[i].began_ms = now;
 		x->t[i].last_advance = x->t[i].last_fack = x->t[i].last_resend = now;
 		x->t[i].last_begin = now - LOBBY_XFER_BEGIN_MS;
 	}

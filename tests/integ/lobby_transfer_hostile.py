@@ -90,10 +90,14 @@ class Mallory:
         with self.lock:
             return [m for m in self.msgs if pred(m)]
 
-    def fbegin(self, sid, files, data, chunk=8192, total=None, sha=None):
+    def fbegin(self, sid, files, data, chunk=8192, total=None, sha=None, payload=None):
+        """payload: the bytes the chunks really carry (default: data, which
+        the hashes are of); set before the fbegin goes, as the joiner's
+        first fack comes at once."""
+        body = data if payload is None else payload
         self.sid = sid
-        self.chunks = {i: data[i * chunk:(i + 1) * chunk] for i in range(
-            (len(data) + chunk - 1) // chunk)}
+        self.chunks = {i: body[i * chunk:(i + 1) * chunk] for i in range(
+            (len(body) + chunk - 1) // chunk)}
         total = len(data) if total is None else total
         self.send({"t": "fbegin", "sid": sid, "total_bytes": total, "chunk": chunk,
                    "total_chunks": (total + chunk - 1) // chunk, "files": files,
@@ -151,9 +155,9 @@ def scenario(env):
                 "100", n)
 
     n = len(bob.events("status"))
-    mal.fbegin(104, [entry("incoming_save.sav", data)], data)
-    mal.chunks = {k: bytes(len(v)) for k, v in mal.chunks.items()}  # not what was hashed
-    for s, c in mal.chunks.items():
+    # Chunks that are not what was hashed.
+    mal.fbegin(104, [entry("incoming_save.sav", data)], data, payload=bytes(len(data)))
+    for s, c in list(mal.chunks.items()):
         mal.chunk(104, s, c)
     failed_with(bob, mal, 104, "save transfer failed: hash mismatch", n)
     restarts = mal.got(lambda m: m.get("t") == "fack" and m.get("sid") == 104 and
