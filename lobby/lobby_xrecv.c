@@ -75,6 +75,7 @@ struct lobby_xrecv {
 	/* The bulk stream, while one is tried or flows. */
 	struct lobby_bulk_pull *pull;
 	uint64_t tcp_off, tcp_mark;
+	bool streaming; /* a bulk stream is claimed and flows */
 	/* rally's: the feedback interval, the highest seq seen and when, the
 	 * gaps below it, what a resumed round kept (the have it acks). */
 	bool rally;
@@ -476,7 +477,10 @@ static void maybe_hash(struct lobby_xrecv *x)
 
 	if (upto > x->total_bytes)
 		upto = x->total_bytes;
-	if (x->hasher == NULL || x->hjob != NULL || x->finalizing || x->failed ||
+	/* Not while a bulk stream flows: it outruns the hash (1.5 GB/s and
+	 * more here), and on two cores hashing beside it only slows it; the
+	 * check after reads the file once either way. */
+	if (x->streaming || x->hasher == NULL || x->hjob != NULL || x->finalizing || x->failed ||
 	    upto < lobby_save_hasher_done(x->hasher) + HASH_STEP)
 		return;
 	if ((j = calloc(1, sizeof(*j))) == NULL)
@@ -620,6 +624,7 @@ void lobby_xrecv_on_begin(struct lobby_xrecv *x, const struct lobby_msg_fbegin *
 	x->lost = x->resumed = 0;
 	x->nkept = 0;
 	x->tcp_off = x->tcp_mark = 0;
+	x->streaming = false;
 	x->began_ms = x->mark_ms = ev_now(x->l->loop);
 	x->mark_bytes = 0;
 	/* rally's extension, when the host offers it and we take it. */
@@ -685,6 +690,7 @@ static void pull_claimed(void *arg)
 	struct lobby_xrecv *x = arg;
 
 	log_info("xfer-recv-tcp sid=%u", x->sid);
+	x->streaming = true;
 	emit_state(x, "tcp");
 }
 
@@ -762,6 +768,7 @@ static void pull_ended(void *arg, bool complete)
 {
 	struct lobby_xrecv *x = arg;
 
+	x->streaming = false;
 	if (complete)
 		log_info("xfer-recv-tcp-done sid=%u bytes=%llu", x->sid,
 			 (unsigned long long)x->tcp_off);
