@@ -16,6 +16,7 @@
  * role's functions):
  *   lobby_host.c     the host's session: joins, roster, chat, start
  *   lobby_join.c     the joiner: the race, join, version check, session
+ *   lobby_mesh.c     a mesh joiner's direct links to the other joiners
  * over the pure codecs lobby_msg.h (peer messages) and lobby_ipcmsg.h (the
  * game's commands and our events).
  */
@@ -155,6 +156,9 @@ struct lobby_role {
 	/* A game frame (the bridge's datagram, at most NP1_GAME_MAX). */
 	void (*on_game)(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
 			bool sealed);
+	/* A mesh envelope ('r' | to | from | inner, netpunch-wire.md §10). */
+	void (*on_envelope)(struct lobby *l, const struct addr *from, const uint8_t *p, size_t len,
+			    bool sealed);
 	/* An E/S frame that did not open (wrong key, tampered, replayed). */
 	void (*on_bad_seal)(struct lobby *l, const struct addr *from, int why);
 

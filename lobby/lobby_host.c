@@ -45,9 +45,11 @@
 #define REMEMBER_MAX (2 * LOBBY_CAP)
 /* Saves refused for want of the mod: the chat says why once a minute per
  * path (lobby.py _mod_check); the least recently told path makes room. */
-#define REFUSALS          (16)
-#define REFUSAL_EVERY_MS  (60000)
-#define STAGE_RECEIVED    "save received, loading"
+#define REFUSALS         (16)
+#define REFUSAL_EVERY_MS (60000)
+#define STAGE_RECEIVED   "save received, loading"
+/* A links report's roster waits this long for the others (ms). */
+#define LINKS_ROSTER_MS   (250)
 #define STAGE_LOADING_PRE "loading world"
 
 struct peer {
@@ -59,6 +61,11 @@ struct peer {
 	bool sw;     /* its next save start is a world switch */
 	bool sw_now; /* the start being sent to it is one */
 	char profile[JOINCODE_MAX_TEXT];
+	/* The players it reports direct links to (links), each NUL-ended in
+	 * one allocation; linkv points into it. */
+	char *links;
+	const char **linkv;
+	size_t nlinks;
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
 	bool started;
@@ -91,7 +98,8 @@ struct lobby_host {
 	bool companies_mode;
 	struct remembered remembered[REMEMBER_MAX];
 	unsigned long long remember_seq;
-	struct ev_timer heal, sweep, serve, reap;
+	struct ev_timer heal, sweep, serve, reap, roster_soon;
+	bool roster_soon_armed;
 	/* The save transfer: the round running, the one asked for meanwhile,
 	 * the last save shared (late players get it). */
 	struct lobby_xsend *xfer;
@@ -114,6 +122,7 @@ struct lobby_host {
 	const char *names[LOBBY_CAP + 1];
 	struct lobby_msg_entry companies[LOBBY_CAP + 1], stages[LOBBY_CAP + 1];
 	struct lobby_msg_entry profiles[LOBBY_CAP];
+	struct lobby_msg_link links[LOBBY_CAP];
 	size_t nnames;
 };
 
@@ -295,19 +304,23 @@ static void send_welcome(struct lobby_host *h, struct peer *p)
 	lobby_net_send_msg(l, &p->addr, &m);
 }
 
-/* The roster for one peer (its started flag is its own). */
-static void send_roster_to(struct lobby_host *h, struct peer *p)
+/* The roster as a peer whose started flag is started gets it, encoded
+ * into b (0 or -errno). */
+static int encode_roster(struct lobby_host *h, bool started, struct strbuf *b)
 {
 	struct lobby *l = h->l;
 	struct lobby_msg m;
 	struct lobby_msg_roster *r = &m.roster;
-	size_t np = 0;
+	size_t np = 0, nl = 0;
 
 	lobby_msg_init(&m, LOBBY_MSG_ROSTER);
 	build_lists(h, &r->players, &r->companies, &r->stages);
 	for (struct peer *q = first(h); q != NULL; q = next(h, q)) {
 		if (q->profile[0] != '\0')
 			h->profiles[np++] = (struct lobby_msg_entry){q->name, q->profile, 0};
+		/* Every joiner's links, [] for a star joiner (lobby.py). */
+		h->links[nl++] = (struct lobby_msg_link){
+			q->name, (struct lobby_msg_names){false, q->nlinks, q->linkv}};
 	}
 	r->version = l->cfg.protocol_version;
 	r->transport_lobby = h->transport_lobby;
@@ -320,12 +333,13 @@ static void send_roster_to(struct lobby_host *h, struct peer *p)
 	r->stored_age = (struct lobby_msg_num){.present = true, .i = -1};
 	r->stored_max = (struct lobby_msg_num){.present = true, .i = -1};
 	r->letters.null = true;
-	r->started = p->started;
+	r->started = started;
 	r->start_save = h->start_save;
 	r->profiles = (struct lobby_msg_dict){false, np, h->profiles};
-	r->links = (struct lobby_msg_links){false, 0, NULL};
+	r->links = (struct lobby_msg_links){false, nl, h->links};
 	r->mode = mode_name(h);
-	lobby_net_send_msg(l, &p->addr, &m);
+	strbuf_init(b, LOBBY_MSG_MAX);
+	return lobby_msg_encode(&m, b);
 }
 
 /* The roster event for the game beside us (lobby_out.jsonl), and the
@@ -364,10 +378,51 @@ static void emit_roster(struct lobby_host *h)
 	lobby_ipc_state_merge(l, st);
 }
 
+/*
+ * The roster to every peer (its started flag is its own): encoded once for
+ * each value of that flag, not once per peer (a lobby of 200 mesh players
+ * has a roster of some 400 KB, N^2 in their links).
+ */
 static void send_roster_packets(struct lobby_host *h)
 {
-	for (struct peer *p = first(h); p != NULL; p = next(h, p))
-		send_roster_to(h, p);
+	struct strbuf enc[2];
+	bool done[2] = {false, false}, ok[2] = {false, false};
+
+	h->roster_soon_armed = false;
+	ev_timer_stop(h->l->loop, &h->roster_soon);
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		int k = p->started ? 1 : 0;
+
+		if (!done[k]) {
+			done[k] = true;
+			ok[k] = encode_roster(h, p->started, &enc[k]) == 0;
+			if (!ok[k])
+				log_warnx("roster-too-big players=%zu", htab_count(h->peers) + 1);
+		}
+		if (ok[k])
+			lobby_net_send_app(h->l, &p->addr, (const uint8_t *)enc[k].p, enc[k].len);
+	}
+	for (int k = 0; k < 2; k++) {
+		if (done[k])
+			strbuf_release(&enc[k]);
+	}
+}
+
+static void on_roster_soon(struct ev_timer *t, void *arg)
+{
+	(void)t;
+	send_roster_packets(arg);
+}
+
+/* Links changed: the roster goes out within LINKS_ROSTER_MS, once for all
+ * the reports that came meanwhile (netpunch sends it for each, N^2 rosters
+ * of N^2 bytes while a big mesh forms). */
+static void roster_soon(struct lobby_host *h)
+{
+	if (h->roster_soon_armed)
+		return;
+	h->roster_soon_armed = true;
+	ev_timer_start(h->l->loop, &h->roster_soon, LINKS_ROSTER_MS, on_roster_soon, h);
 }
 
 /* The players (sorted) and their companies, as one string. */
@@ -560,6 +615,8 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 		 p->name, why);
 	/* Out of the table first: the round may resolve and start the others
 	 * now, and what it sends must not list the one who left. */
+	free(p->links);
+	free(p->linkv);
 	htab_remove(h->peers, p);
 	if (h->xfer != NULL)
 		lobby_xsend_peer_gone(h->xfer, &gone);
@@ -567,6 +624,68 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 }
 
 static void xfer_received(struct lobby_host *h, struct peer *p);
+
+static struct peer *peer_named(struct lobby_host *h, const char *name)
+{
+	for (struct peer *q = first(h); q != NULL; q = next(h, q)) {
+		if (strcmp(q->name, name) == 0)
+			return q;
+	}
+	return NULL;
+}
+
+/*
+ * lobby.py's links: the names a joiner reaches directly, at most LOBBY_CAP.
+ * We keep only the names of other players in the lobby (netpunch keeps any
+ * string, which lets one joiner swell everyone's roster). True when they
+ * changed.
+ */
+static bool set_links(struct lobby_host *h, struct peer *p, const struct lobby_msg_names *direct)
+{
+	size_t bytes = 0, n = 0, at = 0;
+	char *blob;
+	const char **v;
+	bool same;
+
+	for (size_t i = 0; i < direct->n && i < LOBBY_CAP; i++) {
+		struct peer *q = peer_named(h, direct->v[i]);
+
+		if (q != NULL && q != p)
+			bytes += strlen(q->name) + 1;
+	}
+	blob = malloc(bytes + 1);
+	v = malloc((LOBBY_CAP + 1) * sizeof(*v));
+	if (blob == NULL || v == NULL) {
+		free(blob);
+		free(v);
+		return false;
+	}
+	for (size_t i = 0; i < direct->n && i < LOBBY_CAP; i++) {
+		struct peer *q = peer_named(h, direct->v[i]);
+		size_t sl;
+
+		if (q == NULL || q == p)
+			continue;
+		sl = strlen(q->name) + 1;
+		memcpy(blob + at, q->name, sl);
+		v[n++] = blob + at;
+		at += sl;
+	}
+	same = n == p->nlinks;
+	for (size_t i = 0; same && i < n; i++)
+		same = strcmp(v[i], p->linkv[i]) == 0;
+	if (same) {
+		free(blob);
+		free(v);
+		return false;
+	}
+	free(p->links);
+	free(p->linkv);
+	p->links = blob;
+	p->linkv = v;
+	p->nlinks = n;
+	return true;
+}
 
 static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_msg *m, bool sealed)
 {
@@ -627,8 +746,16 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 			roster_changed(h);
 		}
 		return;
+	case LOBBY_MSG_LINKS:
+		/* A mesh joiner's direct links: into everyone's roster, so
+		 * they can plan their relays (not an event of ours). */
+		if (set_links(h, p, &m->links))
+			roster_soon(h);
+		return;
+	case LOBBY_MSG_MESH_HI:
+		return; /* names are the host's to give */
 	default:
-		/* Mesh, log and transfer messages: later capabilities. */
+		/* Log messages: a later capability. */
 		return;
 	}
 }
@@ -694,8 +821,45 @@ static void on_game(struct lobby *l, const struct addr *from, const uint8_t *fra
 	if (p == NULL)
 		return;
 	lobby_game_deliver(l, frame, len);
-	/* A star joiner's frame goes on to every other joiner. */
-	frame_to_joiners(h, p, frame, len);
+	/* A star joiner's frame goes on to every other joiner; a mesh
+	 * joiner sends its own to each. */
+	if (!p->mesh)
+		frame_to_joiners(h, p, frame, len);
+}
+
+/*
+ * lobby.py handle_data's envelope: for us, the inner game frame to our
+ * game; for another joiner, the envelope as it is to a mesh joiner, the
+ * inner frame to a star joiner. Only a game frame is ever unwrapped
+ * (netpunch passes any inner payload on, which would let one joiner speak
+ * as the host to a star joiner).
+ */
+static void on_envelope(struct lobby *l, const struct addr *from, const uint8_t *env, size_t len,
+			bool sealed)
+{
+	struct lobby_host *h = host_of(l);
+	char to[256], frm[256];
+	const uint8_t *inner;
+	size_t ilen;
+	struct peer *q;
+	bool game;
+
+	(void)sealed;
+	if (peer_get(h, from) == NULL || mesh_env_parse(env, len, to, frm, &inner, &ilen) < 0)
+		return;
+	game = ilen >= 1 && inner[0] == 'g' && ilen - 1 <= NP1_GAME_MAX;
+	if (strcmp(to, h->name) == 0) {
+		if (game)
+			lobby_game_deliver(l, inner + 1, ilen - 1);
+		return;
+	}
+	q = peer_named(h, to);
+	if (q == NULL)
+		return;
+	if (q->mesh)
+		lobby_net_send_app(l, &q->addr, env, len);
+	else if (game)
+		lobby_net_send_app(l, &q->addr, inner, ilen);
 }
 
 static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
@@ -728,8 +892,7 @@ static void on_heal(struct ev_timer *t, void *arg)
 {
 	struct lobby_host *h = arg;
 
-	for (struct peer *p = first(h); p != NULL; p = next(h, p))
-		send_roster_to(h, p);
+	send_roster_packets(h);
 	ev_timer_start(h->l->loop, t, LOBBY_ROSTER_HEAL_MS, on_heal, h);
 }
 
@@ -1398,11 +1561,16 @@ static void host_free(struct lobby *l)
 	struct lobby_host *h = host_of(l);
 
 	ev_timer_stop(l->loop, &h->heal);
+	ev_timer_stop(l->loop, &h->roster_soon);
 	ev_timer_stop(l->loop, &h->sweep);
 	ev_timer_stop(l->loop, &h->serve);
 	ev_timer_stop(l->loop, &h->reap);
 	lobby_xsend_free(h->xfer);
 	lobby_bulk_free(h->bulk);
+	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+		free(p->links);
+		free(p->linkv);
+	}
 	htab_free(h->peers);
 	htab_free(h->rejects);
 	free(h->last_key);
@@ -1416,6 +1584,7 @@ static int start(struct lobby *l, const struct joincode *code)
 	(void)code;
 	h->l = l;
 	ev_timer_init(&h->heal);
+	ev_timer_init(&h->roster_soon);
 	ev_timer_init(&h->sweep);
 	ev_timer_init(&h->serve);
 	ev_timer_init(&h->reap);
@@ -1445,6 +1614,7 @@ const struct lobby_role lobby_host_role = {
 	.on_payload = on_payload,
 	.on_msg = on_msg,
 	.on_game = on_game,
+	.on_envelope = on_envelope,
 	.on_bad_seal = on_bad_seal,
 	.command = command,
 	.game_frame = game_frame,

@@ -30,6 +30,7 @@
 #include "frame.h"
 #include "jsonp.h"
 #include "lobby.h"
+#include "lobby_mesh.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -79,6 +80,10 @@ struct lobby_join {
 	uint32_t mods_checked_sid; /* the round whose save was checked for our mod */
 	bool mods_checked;
 	struct lobby_xrecv *xrecv;
+	/* The direct links to the other joiners (NULL: --no-mesh, or not
+	 * connected yet). Once it runs, the host is the one address the race
+	 * connected to; every other address is a mesh peer. */
+	struct lobby_mesh *mesh;
 	uint64_t hellos, frames_to_host;
 };
 
@@ -126,12 +131,13 @@ static void send_join(struct lobby_join *j, bool batches)
 	m.join = (struct lobby_msg_join){
 		.version = l->cfg.protocol_version,
 		.name = l->cfg.name,
-		/* Mesh links are a later capability: we join as a star joiner. */
-		.mesh = false,
+		.mesh = !l->cfg.no_mesh,
 		.recovery = 0,
 		.has_batches = batches,
 		.batches = 1,
-		.profile = j->profile[0] != '\0' ? j->profile : NULL,
+		/* Our code, for the other joiners to dial (netpunch's star
+		 * joiner, --no-mesh, sends none). */
+		.profile = j->profile[0] != '\0' && !l->cfg.no_mesh ? j->profile : NULL,
 		/* A rally host answers with its faster transfer; netpunch's
 		 * ignores the key. */
 		.rally = l->cfg.fast_off ? 0 : LOBBY_XFER_RALLY_V,
@@ -200,6 +206,38 @@ static void on_ping(struct ev_timer *t, void *arg)
 	ev_timer_start(j->l->loop, t, LOBBY_PING_INTERVAL_MS, on_ping, j);
 }
 
+/* ---- the mesh's view of the host ---- */
+
+static const struct addr *mesh_host(struct lobby *l)
+{
+	return &join_of(l)->host;
+}
+
+static long long mesh_host_heard(struct lobby *l)
+{
+	return join_of(l)->last_host_ms;
+}
+
+static void mesh_report(struct lobby *l, const char *const *names, size_t n)
+{
+	struct lobby_join *j = join_of(l);
+	struct lobby_msg m;
+
+	if (!j->welcomed)
+		return;
+	lobby_msg_init(&m, LOBBY_MSG_LINKS);
+	m.links = (struct lobby_msg_names){false, n, names};
+	lobby_net_send_msg(l, &j->host, &m);
+}
+
+static const struct lobby_mesh_ops mesh_ops = {mesh_host, mesh_host_heard, mesh_report};
+
+/* An address other than the host's, once the mesh runs. */
+static bool from_peer(const struct lobby_join *j, const struct addr *from)
+{
+	return j->mesh != NULL && !addr_equal(from, &j->host);
+}
+
 static void connected(struct lobby_join *j, const struct addr *from)
 {
 	struct lobby *l = j->l;
@@ -222,6 +260,11 @@ static void connected(struct lobby_join *j, const struct addr *from)
 	json_object_object_add(st, "you", json_object_new_string(l->cfg.name));
 	json_object_object_add(st, "started", json_object_new_boolean(false));
 	lobby_ipc_state_merge(l, st);
+	if (!l->cfg.no_mesh && j->mesh == NULL) {
+		j->mesh = lobby_mesh_new(l, j->token, &mesh_ops);
+		if (j->mesh == NULL)
+			log_warn("mesh-off reason=\"no memory\"");
+	}
 	send_join(j, true);
 	send_simple(j, LOBBY_MSG_PING);
 	ev_timer_start(l->loop, &j->ping, LOBBY_PING_INTERVAL_MS, on_ping, j);
@@ -610,8 +653,14 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 	struct lobby_event e;
 	struct json_object *st;
 
-	(void)from;
 	(void)sealed;
+	/* From another joiner only its mesh_hi counts (run_client
+	 * handle_peer), and only once we are in. */
+	if (from_peer(j, from)) {
+		if (j->welcomed && m->type == LOBBY_MSG_MESH_HI)
+			lobby_mesh_hi(j->mesh, from, m->mesh_hi);
+		return;
+	}
 	/* Before the version check only these four count. */
 	if (!j->welcomed && m->type != LOBBY_MSG_WELCOME && m->type != LOBBY_MSG_ROSTER &&
 	    m->type != LOBBY_MSG_REJECT && m->type != LOBBY_MSG_BYE)
@@ -627,6 +676,8 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		if (m->welcome.host != NULL)
 			snprintf(j->host_name, sizeof(j->host_name), "%s", m->welcome.host);
 		j->is_relay = m->welcome.relay;
+		if (j->mesh != NULL)
+			lobby_mesh_set_me(j->mesh, j->you);
 		st = json_object_new_object();
 		json_object_object_add(st, "you", json_object_new_string(j->you));
 		json_object_object_add(
@@ -641,6 +692,8 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		if (m->roster.host != NULL)
 			snprintf(j->host_name, sizeof(j->host_name), "%s", m->roster.host);
 		roster_event(j, &m->roster);
+		if (j->mesh != NULL)
+			lobby_mesh_roster(j->mesh, &m->roster);
 		/* The roster heals a lost start burst. */
 		if (m->roster.started)
 			apply_start(j, m->roster.start_save, false);
@@ -692,6 +745,10 @@ static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const
 	struct lobby_join *j = join_of(l);
 	bool mine = len == NP1_TOKEN_LEN && memcmp(payload, j->token, NP1_TOKEN_LEN) == 0;
 
+	if (from_peer(j, from)) {
+		lobby_mesh_ctl(j->mesh, from, type, payload, len);
+		return;
+	}
 	switch (type) {
 	case NP1_HELLO:
 		/* A host punching toward our knock: answering opens our NAT. */
@@ -726,6 +783,10 @@ static bool on_payload(struct lobby *l, const struct addr *from, bool sealed)
 	 * gets here) says nothing about where the host is. */
 	if (l->sealer != NULL && !sealed)
 		return true;
+	if (from_peer(j, from)) {
+		lobby_mesh_heard(j->mesh, from);
+		return true;
+	}
 	/* The host's address is wherever its authenticated frames come from. */
 	if (j->connected) {
 		j->host = *from;
@@ -741,19 +802,47 @@ static void on_chunk(struct lobby *l, const struct addr *from, const uint8_t *p,
 {
 	struct lobby_join *j = join_of(l);
 
-	(void)from;
 	(void)sealed;
-	if (j->connected)
+	/* Chunks are plain in any session: only the host's address counts. */
+	if (j->connected && addr_equal(from, &j->host))
 		lobby_xrecv_on_chunk(j->xrecv, p, len);
 }
 
 static void on_game(struct lobby *l, const struct addr *from, const uint8_t *frame, size_t len,
 		    bool sealed)
 {
-	(void)from;
+	struct lobby_join *j = join_of(l);
+
 	(void)sealed;
-	if (join_of(l)->welcomed)
-		lobby_game_deliver(l, frame, len);
+	if (!j->welcomed)
+		return;
+	/* A peer's frame counts once its link is up. */
+	if (from_peer(j, from) && !lobby_mesh_accept_frame(j->mesh, from))
+		return;
+	lobby_game_deliver(l, frame, len);
+}
+
+/* An envelope: the mesh's (for us, or to pass on); a star joiner takes
+ * only the host's, and only for itself. */
+static void on_envelope(struct lobby *l, const struct addr *from, const uint8_t *p, size_t len,
+			bool sealed)
+{
+	struct lobby_join *j = join_of(l);
+	char to[256], frm[256];
+	const uint8_t *inner;
+	size_t ilen;
+
+	(void)sealed;
+	if (!j->welcomed)
+		return;
+	if (j->mesh != NULL) {
+		lobby_mesh_envelope(j->mesh, from, p, len);
+		return;
+	}
+	if (!addr_equal(from, &j->host) || mesh_env_parse(p, len, to, frm, &inner, &ilen) < 0)
+		return;
+	if (strcmp(to, j->you) == 0 && ilen >= 1 && inner[0] == 'g' && ilen - 1 <= NP1_GAME_MAX)
+		lobby_game_deliver(l, inner + 1, ilen - 1);
 }
 
 /* ---- the game side ---- */
@@ -833,6 +922,10 @@ static void game_frame(struct lobby *l, const uint8_t *frame, size_t len)
 
 	if (!j->welcomed)
 		return;
+	if (j->mesh != NULL) {
+		lobby_mesh_send_frame(j->mesh, frame, len);
+		return;
+	}
 	dlen = lobby_net_frame_build(l, frame, len);
 	if (dlen > 0 && lobby_net_frame_send(l, &j->host, (size_t)dlen) == 0)
 		j->frames_to_host++;
@@ -894,6 +987,7 @@ static void join_free(struct lobby *l)
 	free(j->last_roster);
 	free(j->manifest_key);
 	lobby_xrecv_free(j->xrecv);
+	lobby_mesh_free(j->mesh);
 }
 
 /*
@@ -1002,6 +1096,7 @@ const struct lobby_role lobby_join_role = {
 	.on_msg = on_msg,
 	.on_chunk = on_chunk,
 	.on_game = on_game,
+	.on_envelope = on_envelope,
 	.command = command,
 	.game_frame = game_frame,
 	.quit = quit,

@@ -249,9 +249,12 @@ static void dispatch(struct lobby_net *n, const struct addr *from, const uint8_t
 		if (role->on_chunk != NULL)
 			role->on_chunk(l, from, p, len, sealed);
 		return;
+	case 'r':
+		if (role->on_envelope != NULL)
+			role->on_envelope(l, from, p, len, sealed);
+		return;
 	default:
-		/* r (mesh envelopes) comes with mesh; anything else is not
-		 * netpunch's. */
+		/* Anything else is not netpunch's. */
 		return;
 	}
 }

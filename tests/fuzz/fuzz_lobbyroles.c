@@ -5,8 +5,12 @@
  * dispatch exactly as a datagram that opened would be.
  *
  * Input: byte 0 picks the role (even: host, odd: joiner), the peer address
- * (bits 1-3: one of eight loopback ports) and whether the payload came
- * sealed (bit 4); the rest is the payload. Both lobbies are real: bound to
+ * (bits 1-3: one of eight loopback ports), whether the payload came
+ * sealed (bit 4) and whether it is an NP1 control frame instead (bit 5:
+ * byte 1 its type, the rest its payload); the rest is the payload. The
+ * joiner is connected and welcomed by the host at port 40000 before the
+ * first input, with a roster naming a mesh peer at port 40001, so the
+ * other ports reach its mesh (links, mesh_hi, envelopes, frames). Both lobbies are real: bound to
  * loopback, writing their IPC files into a temporary directory, so every
  * reply and event they produce is built and sent (to ports where nothing
  * listens). Invariants: the host never holds more players than its cap and
@@ -75,6 +79,34 @@ static void cleanup(void)
 	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* The host at 40000 welcomes the joiner (sealed: it connects), then a
+ * roster names p1, a mesh peer whose profile points at port 40001. */
+static void welcome_joiner(void)
+{
+	static const char welcome[] = "{\"t\": \"welcome\", \"version\": \"0.6.1.24\", "
+				      "\"you\": \"fuzz\", \"host\": \"h\"}";
+	struct joincode p1;
+	struct addr hostaddr;
+	char code[JOINCODE_MAX_TEXT], err[128], roster[1024];
+	int n;
+
+	memset(&p1, 0, sizeof(p1));
+	p1.has_lan = true;
+	addr_parse(&p1.lan, "127.0.0.1:40001", -1);
+	p1.ts = 1700000000;
+	if (joincode_encode(&p1, NULL, code, sizeof(code), err, sizeof(err)) < 0)
+		abort();
+	n = snprintf(
+		roster, sizeof(roster),
+		"{\"t\": \"roster\", \"version\": \"0.6.1.24\", \"players\": [\"fuzz\", \"h\", "
+		"\"p1\"], \"host\": \"h\", \"profiles\": {\"p1\": \"%s\"}, \"links\": "
+		"{\"p1\": [\"fuzz\"]}}",
+		code);
+	addr_parse(&hostaddr, "127.0.0.1:40000", -1);
+	lobby_net_inject(&joiner, &hostaddr, (const uint8_t *)welcome, sizeof(welcome) - 1, true);
+	lobby_net_inject(&joiner, &hostaddr, (const uint8_t *)roster, (size_t)n, true);
+}
+
 static void init(void)
 {
 	struct lobby_advert ad;
@@ -99,6 +131,7 @@ static void init(void)
 	memset(c.secret, 7, sizeof(c.secret));
 	if (lobby_role_start(&joiner, &c) < 0)
 		abort();
+	welcome_joiner();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -115,7 +148,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	l = (data[0] & 1) ? &joiner : &host;
 	snprintf(a, sizeof(a), "127.0.0.1:%u", 40000u + ((data[0] >> 1) & 7u));
 	addr_parse(&from, a, -1);
-	lobby_net_inject(l, &from, data + 1, size - 1, (data[0] & 16) != 0);
+	if ((data[0] & 32) && size >= 2 && l->role->on_ctl != NULL)
+		l->role->on_ctl(l, &from, data[1], data + 2, size - 2);
+	else
+		lobby_net_inject(l, &from, data + 1, size - 1, (data[0] & 16) != 0);
 	FUZZ_CHECK(host.role->advert(&host, &ad) && ad.players <= host.cfg.max_players);
 	/* Keep the event files small across millions of runs. */
 	if (++runs % 4096 == 0) {
