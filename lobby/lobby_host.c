@@ -48,8 +48,12 @@
 #define REFUSALS         (16)
 #define REFUSAL_EVERY_MS (60000)
 #define STAGE_RECEIVED   "save received, loading"
-/* A links report's roster waits this long for the others (ms). */
-#define LINKS_ROSTER_MS   (250)
+/* Rosters go out at most this often (ms), and at most ROSTER_BUDGET bytes
+ * per second of them all told (a roster of 200 mesh players is ~320 KB, N^2
+ * in their links: sent to 199 peers every 2 s as netpunch heals, 32 MB/s).
+ * Up to ~100 mesh players the budget changes nothing. */
+#define ROSTER_EVERY_MS   (200)
+#define ROSTER_BUDGET     (4 * 1000 * 1000)
 #define STAGE_LOADING_PRE "loading world"
 
 struct peer {
@@ -100,6 +104,9 @@ struct lobby_host {
 	unsigned long long remember_seq;
 	struct ev_timer heal, sweep, serve, reap, roster_soon;
 	bool roster_soon_armed;
+	long long last_roster_ms, last_alive_ms;
+	uint8_t alive_token[NP1_TOKEN_LEN];
+	unsigned long long roster_bytes; /* the last round of rosters, all peers */
 	/* The save transfer: the round running, the one asked for meanwhile,
 	 * the last save shared (late players get it). */
 	struct lobby_xsend *xfer;
@@ -387,8 +394,10 @@ static void send_roster_packets(struct lobby_host *h)
 {
 	struct strbuf enc[2];
 	bool done[2] = {false, false}, ok[2] = {false, false};
+	unsigned long long bytes = 0;
 
 	h->roster_soon_armed = false;
+	h->last_roster_ms = ev_now(h->l->loop);
 	ev_timer_stop(h->l->loop, &h->roster_soon);
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		int k = p->started ? 1 : 0;
@@ -399,13 +408,35 @@ static void send_roster_packets(struct lobby_host *h)
 			if (!ok[k])
 				log_warnx("roster-too-big players=%zu", htab_count(h->peers) + 1);
 		}
-		if (ok[k])
+		if (ok[k]) {
 			lobby_net_send_app(h->l, &p->addr, (const uint8_t *)enc[k].p, enc[k].len);
+			bytes += enc[k].len;
+		}
 	}
+	h->roster_bytes = bytes;
 	for (int k = 0; k < 2; k++) {
 		if (done[k])
 			strbuf_release(&enc[k]);
 	}
+}
+
+/* The pause after a round of rosters that keeps them within the budget,
+ * and at least floor_ms. */
+static long long roster_pause(const struct lobby_host *h, long long floor_ms)
+{
+	long long ms = (long long)(h->roster_bytes * 1000 / ROSTER_BUDGET);
+
+	return ms > floor_ms ? ms : floor_ms;
+}
+
+/* The roster to one peer now (a newcomer need not wait for the budget). */
+static void send_roster_to(struct lobby_host *h, struct peer *p)
+{
+	struct strbuf b;
+
+	if (encode_roster(h, p->started, &b) == 0)
+		lobby_net_send_app(h->l, &p->addr, (const uint8_t *)b.p, b.len);
+	strbuf_release(&b);
 }
 
 static void on_roster_soon(struct ev_timer *t, void *arg)
@@ -414,15 +445,27 @@ static void on_roster_soon(struct ev_timer *t, void *arg)
 	send_roster_packets(arg);
 }
 
-/* Links changed: the roster goes out within LINKS_ROSTER_MS, once for all
- * the reports that came meanwhile (netpunch sends it for each, N^2 rosters
- * of N^2 bytes while a big mesh forms). */
+/*
+ * The roster changed (a join, a leave, a stage, links): to every peer now,
+ * or - when the last one went less than ROSTER_EVERY_MS ago - once at the
+ * end of that interval for all the changes meanwhile. netpunch sends one
+ * per change: 200 players joining at once make 200 rosters to 200 peers,
+ * N^3 bytes, and the welcomes drown in them; and a forming mesh sends N^2
+ * links reports, each a roster of N^2 bytes to everyone.
+ */
 static void roster_soon(struct lobby_host *h)
 {
+	long long now = ev_now(h->l->loop),
+		  wait = h->last_roster_ms + roster_pause(h, ROSTER_EVERY_MS) - now;
+
 	if (h->roster_soon_armed)
 		return;
+	if (wait <= 0) {
+		send_roster_packets(h);
+		return;
+	}
 	h->roster_soon_armed = true;
-	ev_timer_start(h->l->loop, &h->roster_soon, LINKS_ROSTER_MS, on_roster_soon, h);
+	ev_timer_start(h->l->loop, &h->roster_soon, wait, on_roster_soon, h);
 }
 
 /* The players (sorted) and their companies, as one string. */
@@ -456,7 +499,7 @@ static void roster_changed(struct lobby_host *h)
 {
 	char *key;
 
-	send_roster_packets(h);
+	roster_soon(h);
 	key = roster_key(h);
 	if (key != NULL && h->last_key != NULL && strcmp(key, h->last_key) == 0) {
 		free(key);
@@ -471,7 +514,7 @@ static void roster_changed(struct lobby_host *h)
  * every peer and the event, whatever the key says. */
 static void stage_changed(struct lobby_host *h)
 {
-	send_roster_packets(h);
+	roster_soon(h);
 	emit_roster(h);
 }
 
@@ -594,6 +637,9 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 		 htab_count(h->peers) + 1);
 	send_welcome(h, p);
 	roster_changed(h);
+	/* The budget may hold the others' rosters back; not the newcomer's. */
+	if (created && h->roster_soon_armed)
+		send_roster_to(h, p);
 	lobby_rv_peer_seen(l, from);
 	if (created && h->started) {
 		struct lobby_msg st;
@@ -891,9 +937,24 @@ static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
 static void on_heal(struct ev_timer *t, void *arg)
 {
 	struct lobby_host *h = arg;
+	long long now = ev_now(h->l->loop);
 
-	send_roster_packets(h);
-	ev_timer_start(h->l->loop, t, LOBBY_ROSTER_HEAL_MS, on_heal, h);
+	/* Every 2 s as netpunch heals, unless a roster went out since, or the
+	 * budget says wait (a big mesh lobby heals every few seconds more);
+	 * then a keepalive every 2 s says we are here (a joiner gives the host
+	 * up after 12 s of silence). */
+	if (now - h->last_roster_ms < LOBBY_ROSTER_HEAL_MS - 50) {
+		/* a roster went out lately */
+	} else if (!h->roster_soon_armed &&
+		   now - h->last_roster_ms >= roster_pause(h, LOBBY_ROSTER_HEAL_MS) - 50) {
+		send_roster_packets(h);
+	} else if (now - h->last_alive_ms >= LOBBY_ROSTER_HEAL_MS - 50) {
+		h->last_alive_ms = now;
+		for (struct peer *p = first(h); p != NULL; p = next(h, p))
+			lobby_net_send_ctl(h->l->net, &p->addr, NP1_KEEPALIVE, h->alive_token,
+					   sizeof(h->alive_token));
+	}
+	ev_timer_start(h->l->loop, t, 500, on_heal, h);
 }
 
 static void on_sweep(struct ev_timer *t, void *arg)
@@ -1583,6 +1644,7 @@ static int start(struct lobby *l, const struct joincode *code)
 
 	(void)code;
 	h->l = l;
+	randombytes_buf(h->alive_token, sizeof(h->alive_token));
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->roster_soon);
 	ev_timer_init(&h->sweep);

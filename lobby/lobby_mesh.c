@@ -57,7 +57,8 @@ struct lobby_mesh {
 	bool is_relay;
 	char *reported; /* the last links report, as a key */
 	size_t reported_len;
-	long long last_report;
+	long long last_report, last_plan;
+	bool plan_soon; /* a dial ended: the next tick starts another */
 	struct ev_timer tick;
 	uint8_t game[NP1_GAME_MAX + 1];
 	uint8_t env[NP1_GAME_MAX + 1 + 2 * 256 + 2];
@@ -213,8 +214,9 @@ static void link_up(struct lobby_mesh *m, struct mlink *k, const char *how)
 
 /* ---- dials ---- */
 
-/* A dial toward name at the candidates of its profile code. */
-static void dial(struct lobby_mesh *m, const char *name, const char *code)
+/* A dial toward name at the candidates of its profile code; false when
+ * there is none. */
+static bool dial(struct lobby_mesh *m, const char *name, const char *code)
 {
 	struct joincode c;
 	struct dial *d;
@@ -222,18 +224,18 @@ static void dial(struct lobby_mesh *m, const char *name, const char *code)
 	int n;
 
 	if (joincode_decode(code, NULL, (long long)time(NULL), &c, err, sizeof(err)) < 0)
-		return;
+		return false;
 	d = dial_get(m, name);
 	for (size_t i = 0; d == NULL && i < LOBBY_CAP; i++) {
 		if (!m->dials[i].used)
 			d = &m->dials[i];
 	}
 	if (d == NULL)
-		return;
+		return false;
 	n = joincode_targets(&c, lobby_observe_public(m->l), d->targets, LOBBY_MESH_MAX_TARGETS);
 	if (n <= 0) {
 		d->used = false;
-		return;
+		return false;
 	}
 	snprintf(d->name, sizeof(d->name), "%s", name);
 	d->ntargets = n;
@@ -242,15 +244,30 @@ static void dial(struct lobby_mesh *m, const char *name, const char *code)
 	d->done = d->failed = false;
 	m->st.dials++;
 	log_info("mesh-dial peer=\"%s\" targets=%d", name, n);
+	return true;
+}
+
+static size_t dials_running(const struct lobby_mesh *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < LOBBY_CAP; i++)
+		n += m->dials[i].used && !m->dials[i].done && !m->dials[i].failed;
+	return n;
 }
 
 /* run_client mesh_plan_dials: every other joiner with a profile and no
- * link, no dial running and none failed lately. */
+ * link, no dial running and none failed lately - at most
+ * LOBBY_MESH_DIALS_AT_ONCE at a time (netpunch dials them all at once:
+ * 200 joiners, 40,000 dials of 10 HELLOs a second each). */
 static void plan_dials(struct lobby_mesh *m)
 {
+	size_t running;
+
 	if (m->me[0] == '\0')
 		return;
-	for (size_t i = 0; i < m->nparts; i++) {
+	running = dials_running(m);
+	for (size_t i = 0; i < m->nparts && running < LOBBY_MESH_DIALS_AT_ONCE; i++) {
 		struct part *p = &m->parts[i];
 		struct dial *d;
 
@@ -260,7 +277,8 @@ static void plan_dials(struct lobby_mesh *m)
 		d = dial_get(m, p->name);
 		if (d != NULL && (d->failed || !d->done))
 			continue;
-		dial(m, p->name, p->profile);
+		if (dial(m, p->name, p->profile))
+			running++;
 	}
 }
 
@@ -347,6 +365,7 @@ static void on_tick(struct ev_timer *t, void *arg)
 			continue;
 		if (now - d->started > LOBBY_MESH_DIAL_MS) {
 			d->failed = true;
+			m->plan_soon = true;
 			m->st.dials_failed++;
 			log_info("mesh-dial-failed peer=\"%s\" reason=timeout via=relay", d->name);
 			continue;
@@ -376,7 +395,13 @@ static void on_tick(struct ev_timer *t, void *arg)
 		if (k->connected && k->name[0] == '\0' && now - k->last_hi >= LOBBY_MESH_HI_MS)
 			send_hi(m, k);
 	}
-	plan_dials(m);
+	/* New dials come with a roster (lobby_mesh_roster); the clock only
+	 * retries the ones that failed or died, once a second. */
+	if (now - m->last_plan >= 1000 || m->plan_soon) {
+		m->plan_soon = false;
+		m->last_plan = now;
+		plan_dials(m);
+	}
 	report(m, now);
 	ev_timer_start(m->l->loop, t, LOBBY_MESH_TICK_MS, on_tick, m);
 }
@@ -467,6 +492,7 @@ void lobby_mesh_hi(struct lobby_mesh *m, const struct addr *from, const char *na
 	if (d != NULL && !d->done && !d->failed)
 		log_info("mesh-direct peer=\"%s\" addr=%s", name, addr_str(from, a, sizeof(a)));
 	forget_dial(m, name);
+	m->plan_soon = true;
 	if (fresh) {
 		send_hi(m, k);      /* make sure they can name us too */
 		m->last_report = 0; /* and tell the host soon */

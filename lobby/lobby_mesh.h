@@ -38,16 +38,17 @@
 struct lobby;
 struct lobby_msg_roster;
 
-#define LOBBY_MESH_TICK_MS     (100)   /* mesh.py HELLO_INTERVAL */
-#define LOBBY_MESH_DIAL_MS     (8000)  /* DIAL_TIMEOUT */
-#define LOBBY_MESH_RETRY_MS    (30000) /* a failed dial is forgotten after */
-#define LOBBY_MESH_DEAD_MS     (30000) /* LINK_DEAD_AFTER */
-#define LOBBY_MESH_HI_MS       (500)   /* MESH_HI_INTERVAL */
-#define LOBBY_MESH_LINKS_MS    (2000)  /* MESH_LINKS_INTERVAL */
-#define LOBBY_MESH_HOST_ALIVE  (12000) /* the host relays while heard within */
-#define LOBBY_MESH_MAX_LINKS   (512)
-#define LOBBY_MESH_UNNAMED_MS  (30000)
-#define LOBBY_MESH_MAX_TARGETS (4)
+#define LOBBY_MESH_TICK_MS       (100)   /* mesh.py HELLO_INTERVAL */
+#define LOBBY_MESH_DIAL_MS       (8000)  /* DIAL_TIMEOUT */
+#define LOBBY_MESH_RETRY_MS      (30000) /* a failed dial is forgotten after */
+#define LOBBY_MESH_DEAD_MS       (30000) /* LINK_DEAD_AFTER */
+#define LOBBY_MESH_HI_MS         (500)   /* MESH_HI_INTERVAL */
+#define LOBBY_MESH_LINKS_MS      (2000)  /* MESH_LINKS_INTERVAL */
+#define LOBBY_MESH_HOST_ALIVE    (12000) /* the host relays while heard within */
+#define LOBBY_MESH_MAX_LINKS     (512)
+#define LOBBY_MESH_UNNAMED_MS    (30000)
+#define LOBBY_MESH_MAX_TARGETS   (4)
+#define LOBBY_MESH_DIALS_AT_ONCE (16)
 
 struct lobby_mesh_ops {
 	/* The host's address (where the race connected). */

@@ -834,7 +834,9 @@ class Lobby(Proc):
         try:
             with open(path) as f:
                 for ln in f:
-                    if ln.strip():
+                    # A line still being written (no newline yet) is
+                    # read next time.
+                    if ln.strip() and ln.endswith("\n"):
                         ev = json.loads(ln)
                         if type_ is None or ev.get("type") == type_:
                             out.append(ev)
