@@ -247,6 +247,13 @@ int lobby_net_frame_send(struct lobby *l, const struct addr *to, size_t dlen);
  * For tests and the fuzzer: the path an opened datagram takes. */
 void lobby_net_inject(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
 		      bool sealed);
+/* A datagram from `from` as if the lobby socket had just read it (the dual
+ * TCP link's copies: lobby_dual). -EMSGSIZE over NP1_MAX, else 0. */
+int lobby_net_inject_datagram(struct lobby *l, const struct addr *from, const uint8_t *buf,
+			      size_t len);
+/* netsim's delay (ms) on what we send, 0 when off: the link's frames wait
+ * as long, and are never dropped (netpunch-wire.md §14). */
+long long lobby_net_link_delay_ms(const struct lobby *l);
 /* Reads <io dir>/tpf2mp_netsim.txt once and, when it asks for loss or
  * delay, impairs everything the lobby socket sends from now on (netsim:
  * a host from its start, a joiner once connected, as netpunch does). */
