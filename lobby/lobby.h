@@ -10,6 +10,8 @@
  *   lobby_rv.c       knocks, the host's poll and punches, relay binds,
  *                    publishing to the master
  *   lobby_game.c     the game bridge's loopback socket
+ *   lobby_dual.c     the dual TCP backup link: every sealed frame to a
+ *                    peer also over a TCP connection (lobby_dual.h)
  *   lobby_ipc.c      lobby_out.jsonl, lobby_in.jsonl, lobby_state.json,
  *                    lobby_panel.txt
  * and the roles, each behind struct lobby_role (nothing else names a
@@ -108,6 +110,7 @@ struct lobby_observe;
 struct lobby_rv;
 struct lobby_game;
 struct lobby_ipc;
+struct lobby_dual;
 struct curlev;
 struct sealer;
 struct lobby;
@@ -199,6 +202,7 @@ struct lobby {
 	struct lobby_rv *rv;
 	struct lobby_game *game;
 	struct lobby_ipc *ipc;
+	struct lobby_dual *dual;   /* the TCP backup link (NULL: none this session) */
 	struct lobby_xprog *xprog; /* the terminal's transfer lines (lobby_xprog) */
 	/* The role (NULL for observe) and its state. */
 	const struct lobby_role *role;

@@ -30,6 +30,7 @@
 #include "frame.h"
 #include "jsonp.h"
 #include "lobby.h"
+#include "lobby_dual.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -215,6 +216,8 @@ static void connected(struct lobby_join *j, const struct addr *from)
 	/* netsim impairs what we send once connected, as netpunch's joiner
 	 * wraps its socket after the punch. */
 	lobby_net_netsim_start(l);
+	/* The dual TCP link's switch is read now, as netpunch's joiner does. */
+	lobby_dual_start(l, false);
 	/* lobby.py run_client: the name we asked for until the welcome. */
 	lobby_ipc_status(l, "connecting", "checking multiplayer version...");
 	st = json_object_new_object();
@@ -627,6 +630,9 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		if (m->welcome.host != NULL)
 			snprintf(j->host_name, sizeof(j->host_name), "%s", m->welcome.host);
 		j->is_relay = m->welcome.relay;
+		/* The dual TCP link, dialled once the version is ours, with
+		 * the name the host gave us (it matches its roster). */
+		lobby_dual_peer_up(l, &j->host, j->host_name, j->you);
 		st = json_object_new_object();
 		json_object_object_add(st, "you", json_object_new_string(j->you));
 		json_object_object_add(

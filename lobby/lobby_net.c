@@ -17,6 +17,7 @@
 
 #include "frame.h"
 #include "lobby.h"
+#include "lobby_dual.h"
 #include "lobby_netsim.h"
 #include "log.h"
 #include "seal.h"
@@ -60,6 +61,9 @@ int lobby_net_send_raw(struct lobby_net *n, const struct addr *to, const void *b
 		r = lobby_netsim_send(n->netsim, to, buf, len);
 	else if (sendto(n->fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
 		r = -errno;
+	/* A sealed frame goes down the peer's dual TCP link too, whatever
+	 * became of the UDP copy. */
+	lobby_dual_copy(n->l, to, buf, len);
 	return r;
 }
 
@@ -347,6 +351,9 @@ static void on_datagram(struct lobby_net *n, const struct addr *from, const uint
 			return;
 		}
 		r = seal_open(l->sealer, payload, plen, n->plain, sizeof(n->plain));
+		/* Which path brought it first (the tag held: opened or replayed). */
+		if (r >= 0 || r == -EALREADY)
+			lobby_dual_arrival(l, from, payload, n->via_link);
 		if (r < 0) {
 			refuse(n, from, r);
 			return;

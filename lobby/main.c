@@ -27,6 +27,7 @@
 #include "curlev.h"
 #include "joincode.h"
 #include "lobby.h"
+#include "lobby_dual.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
 #include "log.h"
@@ -573,6 +574,8 @@ int main(int argc, char **argv)
 	lobby_observe_unmap(l, 3000);
 out:
 	lobby_rv_free(l->rv);
+	lobby_dual_free(l->dual);
+	l->dual = NULL;
 	lobby_role_free(l);
 	lobby_xprog_free(l);
 	lobby_observe_free(l->obs);
