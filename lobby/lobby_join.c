@@ -646,6 +646,8 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 			return;
 		if (m->roster.host != NULL)
 			snprintf(j->host_name, sizeof(j->host_name), "%s", m->roster.host);
+		/* A roster passes the version check too when the welcome was lost. */
+		lobby_dual_peer_up(l, &j->host, j->host_name, j->you);
 		roster_event(j, &m->roster);
 		/* The roster heals a lost start burst. */
 		if (m->roster.started)
