@@ -867,7 +867,11 @@ static void on_accept(struct ev_io *io, uint32_t events, void *arg)
 			return;
 		if (d->pending >= LOBBY_DUAL_PENDING_MAX ||
 		    (k = link_new(d, fd, &from, false, EPOLLIN)) == NULL) {
+			char t[ADDR_STRLEN];
+
 			d->st.too_many++;
+			log_debug("dual-refused tcp=%s reason=\"%zu wait already\"",
+				  addr_str(&from, t, sizeof(t)), d->pending);
 			close(fd);
 			continue;
 		}
@@ -1289,7 +1293,11 @@ int lobby_dual_take(struct lobby *l, int fd, const struct addr *from, const uint
 		return -ENOTCONN;
 	if (d->pending >= LOBBY_DUAL_PENDING_MAX || len > sizeof(k->in) ||
 	    (k = link_new(d, fd, from, false, EPOLLIN)) == NULL) {
+		char t[ADDR_STRLEN];
+
 		d->st.too_many++;
+		log_debug("dual-refused tcp=%s reason=\"%zu wait already\"",
+			  addr_str(from, t, sizeof(t)), d->pending);
 		close(fd);
 		return 0;
 	}
