@@ -655,8 +655,10 @@ size_t link_name_cut(const char *name, size_t len)
 	size_t n = len < LINK_NAME_MAX ? len : LINK_NAME_MAX;
 
 	/* The first byte left out continues a character: that character
-	 * goes whole (Python's decode("utf-8", "ignore") of the cut). */
-	while (n > 0 && n < len && (p[n] & 0xc0) == 0x80)
+	 * goes whole (Python's decode("utf-8", "ignore") of the cut). A
+	 * character is 4 bytes at most: past 3 steps back it is not UTF-8,
+	 * and the cut stays there. */
+	for (int back = 0; back < 3 && n > 0 && n < len && (p[n] & 0xc0) == 0x80; back++)
 		n--;
 	return n;
 }

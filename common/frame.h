@@ -206,7 +206,8 @@ struct link_hello {
  * hands such a connection to the link. */
 bool link_hello_is(const uint8_t *buf, size_t len);
 /* How many bytes of name (len bytes of UTF-8) a hello carries: at most 64,
- * never ending inside a character (dual_tcp.link_name). */
+ * never ending inside a character (dual_tcp.link_name); in bytes that are
+ * not UTF-8, at most 3 fewer. */
 size_t link_name_cut(const char *name, size_t len);
 /* Writes the hello for name (already cut; 1..64 bytes) and its sealed copy
  * (24..88 bytes). Returns the length, -EINVAL, -ENOSPC. */

@@ -2,8 +2,9 @@
  * The dual TCP link's hello (common/frame link_hello_parse): any bytes as
  * one line. Invariants: what parses has a 1..64-byte name inside the line
  * and a 24..88-byte seal; rebuilt, it parses to the same fields and fits
- * in 256 bytes; the name cut of any input never grows it nor ends inside a
- * character that started before byte 64.
+ * in 256 bytes; the name cut of any input is at most 64 bytes, ends on a
+ * character boundary, and backs off 3 bytes at most (in bytes that are
+ * not UTF-8).
  */
 #include <string.h>
 
@@ -18,7 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n;
 
 	FUZZ_CHECK(cut <= size && cut <= LINK_NAME_MAX);
-	FUZZ_CHECK(cut == size || cut == LINK_NAME_MAX || (data[cut] & 0xc0) == 0x80);
+	FUZZ_CHECK(size < LINK_NAME_MAX ? cut == size : cut + 3 >= LINK_NAME_MAX);
+	/* A boundary, unless 3 steps back found none (not UTF-8). */
+	FUZZ_CHECK(cut == size || (data[cut] & 0xc0) != 0x80 || cut + 3 == LINK_NAME_MAX);
 	if (link_hello_parse(data, size, &h) < 0)
 		return 0;
 	FUZZ_CHECK(link_hello_is(data, size));

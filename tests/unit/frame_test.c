@@ -411,6 +411,9 @@ static void test_link(struct json_object *root)
 		memset(nm, 'a', 62);
 		memcpy(nm + 62, "\xf0\x9f\x98\x80", 4); /* a 4-byte one from 62 */
 		CHECK_EQ_INT((int)link_name_cut(nm, 66), 62);
+		/* Not UTF-8 (continuation bytes only): 3 steps back at most. */
+		memset(nm, 0xbc, 80);
+		CHECK_EQ_INT((int)link_name_cut(nm, 80), 61);
 	}
 
 	/* The record: u16be length | the E frame. */
