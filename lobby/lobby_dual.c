@@ -58,6 +58,7 @@ struct link {
 	bool closed;
 	bool pending;    /* counted in d->pending (accepted, not up yet) */
 	bool peer_hello; /* dialed: the peer's own hello may come first */
+	bool holding;    /* dialed: our records wait (HOLD_MS, or the peer's first) */
 	bool out_armed;
 	struct dpeer *p; /* dialling for, or up with */
 	struct addr tcp; /* the other end of the connection */
@@ -358,6 +359,8 @@ static void flush(struct link *k)
 	struct lobby_dual *d = k->d;
 	long long now = now_ms(d);
 
+	if (k->holding)
+		return; /* release() flushes */
 	while (k->qh != NULL && k->qh->due_ms <= now) {
 		struct qf *q = k->qh;
 		ssize_t n = send(ev_io_fd(k->io), q->rec + k->head_off, q->len - k->head_off,
@@ -396,6 +399,24 @@ static void on_due(struct ev_timer *t, void *arg)
 {
 	(void)t;
 	flush(arg);
+}
+
+/*
+ * netpunch reads a hello with recv()s of up to 256 bytes until one ends in
+ * a newline: a record that lands right behind our hello joins it in one
+ * read, the line no longer ends in '\n', and the link is refused (seen
+ * with netpunch 0.6.1.24's host: "hello ... (None) matches no joiner").
+ * So after our hello our records wait until the peer's first record shows
+ * it took the link, or LOBBY_DUAL_HOLD_MS, whichever comes first; UDP
+ * carries them meanwhile.
+ */
+static void release(struct link *k)
+{
+	if (!k->holding)
+		return;
+	k->holding = false;
+	ev_timer_stop(k->d->l->loop, &k->timer);
+	flush(k);
 }
 
 /* Drops the oldest frame not partly written; false when there is none. */
@@ -437,7 +458,7 @@ static void enqueue(struct link *k, const uint8_t *frame, size_t len)
 	uint8_t hdr[LINK_REC_HDR] = {(uint8_t)(len >> 8), (uint8_t)len};
 	struct qf *q;
 
-	if (delay <= 0 && k->qh == NULL) {
+	if (delay <= 0 && k->qh == NULL && !k->holding) {
 		struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)(uintptr_t)frame, len}};
 		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
 		ssize_t n = sendmsg(ev_io_fd(k->io), &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -692,6 +713,9 @@ static void consume(struct link *k)
 			return;
 	}
 	shift(k, off);
+	/* A record from the peer: it has taken the link. */
+	if (k->holding && k->received > 0)
+		release(k);
 }
 
 static void link_read(struct link *k, uint32_t events)
@@ -756,7 +780,10 @@ static void connect_done(struct link *k)
 		return;
 	}
 	k->peer_hello = true;
-	link_up(k, p);
+	if (link_up(k, p)) {
+		k->holding = true;
+		ev_timer_start(d->l->loop, &k->timer, LOBBY_DUAL_HOLD_MS, on_link_timer, k);
+	}
 }
 
 static void on_io(struct ev_io *io, uint32_t events, void *arg)
@@ -786,6 +813,8 @@ static void on_link_timer(struct ev_timer *t, void *arg)
 	(void)t;
 	if (k->state == LS_CONNECTING)
 		link_close(k, "connect timed out");
+	else if (k->state == LS_UP)
+		release(k);
 	else if (k->state == LS_MATCHING)
 		refuse(k, "matches no joiner");
 	else if (k->state == LS_HELLO)

@@ -64,6 +64,7 @@ struct lobby_dual;
 #define LOBBY_DUAL_DIAL_FOR_MS   (30000)
 #define LOBBY_DUAL_DIAL_EVERY_MS (1000) /* also each attempt's connect time */
 #define LOBBY_DUAL_HELLO_MS      (5000)
+#define LOBBY_DUAL_HOLD_MS       (250)   /* our frames after our hello: see lobby_dual.c */
 #define LOBBY_DUAL_MATCH_MS      (10000) /* a hello waits this long for its join */
 #define LOBBY_DUAL_PENDING_MAX   (32)    /* as the bulk listener's */
 #define LOBBY_DUAL_STALL_MS      (10000)
