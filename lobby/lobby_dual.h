@@ -29,7 +29,9 @@
  *     waiting up to 10 s for the join; a joiner takes the host's hello
  *     only from the host's sealer. In a true simultaneous open both sides
  *     connected and both said hello: the peer's hello first on a link we
- *     made is checked the same way and read past.
+ *     made is checked the same way and read past. Whoever said hello holds
+ *     its records until the peer's first one (or 250 ms): netpunch's
+ *     hello reader breaks on a record in the same read as the hello.
  * Then 1,024 frames wait per link at most (the oldest dropped), netsim's
  * delay holds each one (never its loss), a socket that takes nothing for
  * 10 s closes the link. A link that breaks is closed and both sides dial
