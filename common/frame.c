@@ -638,3 +638,138 @@ int bulk_hello_parse(const uint8_t *buf, size_t len, struct bulk_hello *out)
 	out->name_len = n;
 	return 0;
 }
+
+/* ---- the dual TCP link (§13) ---- */
+
+static const char link_magic[] = "TPF2LINK1 ";
+
+bool link_hello_is(const uint8_t *buf, size_t len)
+{
+	return len >= sizeof(link_magic) - 1 &&
+	       memcmp(buf, link_magic, sizeof(link_magic) - 1) == 0;
+}
+
+size_t link_name_cut(const char *name, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)name;
+	size_t n = len < LINK_NAME_MAX ? len : LINK_NAME_MAX;
+
+	/* The first byte left out continues a character: that character
+	 * goes whole (Python's decode("utf-8", "ignore") of the cut). A
+	 * character is 4 bytes at most: past 3 steps back it is not UTF-8,
+	 * and the cut stays there. */
+	for (int back = 0; back < 3 && n > 0 && n < len && (p[n] & 0xc0) == 0x80; back++)
+		n--;
+	return n;
+}
+
+static int hex_nibble(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Python's bytes.strip() set: space, \t, \n, \v, \f, \r. */
+static bool ascii_space(uint8_t c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+int link_hello_build(uint8_t *buf, size_t cap, const uint8_t *name, size_t name_len,
+		     const uint8_t *sealed, size_t sealed_len)
+{
+	static const char hex[] = "0123456789abcdef";
+	struct wr w = wr_init(buf, cap);
+
+	if (name_len == 0 || name_len > LINK_NAME_MAX || sealed_len < LINK_SEAL_EXTRA ||
+	    sealed_len > LINK_SEALED_MAX || memchr(name, '\n', name_len) != NULL ||
+	    memchr(name, '\0', name_len) != NULL)
+		return -EINVAL;
+	wr_bytes(&w, link_magic, sizeof(link_magic) - 1);
+	wr_bytes(&w, name, name_len);
+	wr_u8(&w, ' ');
+	for (size_t i = 0; i < sealed_len; i++) {
+		wr_u8(&w, (uint8_t)hex[sealed[i] >> 4]);
+		wr_u8(&w, (uint8_t)hex[sealed[i] & 0x0f]);
+	}
+	wr_u8(&w, '\n');
+	if (w.bad)
+		return -ENOSPC;
+	return (int)w.len;
+}
+
+int link_hello_parse(const uint8_t *buf, size_t len, struct link_hello *out)
+{
+	const size_t mlen = sizeof(link_magic) - 1;
+	size_t end, sp, hexlen;
+
+	memset(out, 0, sizeof(*out));
+	/* One whole line: "TPF2LINK1 " first, its only newline last. */
+	if (len > LINK_HELLO_MAX || !link_hello_is(buf, len) || buf[len - 1] != '\n' ||
+	    memchr(buf, '\n', len - 1) != NULL || memchr(buf, '\0', len) != NULL)
+		return -EBADMSG;
+	end = len;
+	while (end > mlen && ascii_space(buf[end - 1]))
+		end--;
+	/* line[10:].rpartition(b" "): the name may hold spaces, the hex not. */
+	sp = end;
+	while (sp > mlen && buf[sp - 1] != ' ')
+		sp--;
+	if (sp == mlen)
+		return -EBADMSG;
+	sp--; /* the separating space */
+	out->name = buf + mlen;
+	out->name_len = sp - mlen;
+	if (out->name_len == 0 || out->name_len > LINK_NAME_MAX)
+		return -EBADMSG;
+	hexlen = end - (sp + 1);
+	if (hexlen % 2 != 0 || hexlen / 2 < LINK_SEAL_EXTRA || hexlen / 2 > LINK_SEALED_MAX)
+		return -EBADMSG;
+	for (size_t i = 0; i < hexlen / 2; i++) {
+		int hi = hex_nibble(buf[sp + 1 + 2 * i]), lo = hex_nibble(buf[sp + 2 + 2 * i]);
+
+		if (hi < 0 || lo < 0)
+			return -EBADMSG;
+		out->sealed[i] = (uint8_t)(hi << 4 | lo);
+	}
+	out->sealed_len = hexlen / 2;
+	return 0;
+}
+
+int link_rec_build(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len)
+{
+	struct wr w = wr_init(buf, cap);
+
+	if (len < LINK_FRAME_MIN || len > LINK_FRAME_MAX)
+		return -EMSGSIZE;
+	wr_be16(&w, (uint16_t)len);
+	wr_bytes(&w, frame, len);
+	if (w.bad)
+		return -ENOSPC;
+	return (int)w.len;
+}
+
+int link_rec_next(const uint8_t *buf, size_t len, const uint8_t **frame, size_t *flen)
+{
+	struct rd r = rd_init(buf, len);
+	size_t n;
+
+	if (len < LINK_REC_HDR)
+		return 0;
+	n = rd_be16(&r);
+	if (n < LINK_FRAME_MIN || n > LINK_FRAME_MAX)
+		return -EMSGSIZE;
+	if (n > r.left)
+		return 0;
+	/* Only sealed frames are copied to a link (DualSocket.sendto). */
+	if (memcmp(r.p, NP1_MAGIC "E", NP1_HDR) != 0)
+		return -EBADMSG;
+	*frame = r.p;
+	*flen = n;
+	return (int)(LINK_REC_HDR + n);
+}

@@ -175,4 +175,64 @@ int bulk_hello_build(uint8_t *buf, size_t cap, enum bulk_role role, uint32_t sid
  */
 int bulk_hello_parse(const uint8_t *buf, size_t len, struct bulk_hello *out);
 
+/*
+ * The dual TCP backup link (§13; dual_tcp.py). Its hello is one line,
+ * "TPF2LINK1 <name> <hex(seal(name))>\n": the name's UTF-8 cut to 64 bytes
+ * on a character boundary (it may hold spaces, so the sealed hex is the
+ * LAST field), the seal under the session key of exactly those bytes.
+ * Then the link carries records: u16be length | one NP1 E frame (the same
+ * sealed bytes the UDP copy carries).
+ */
+#define LINK_HELLO_MAX  (256) /* bytes of a hello line, its newline included */
+#define LINK_NAME_MAX   (64)
+#define LINK_SEAL_EXTRA (24) /* a seal's nonce and tag (seal.h SEAL_OVERHEAD) */
+#define LINK_SEALED_MAX (LINK_NAME_MAX + LINK_SEAL_EXTRA)
+#define LINK_REC_HDR    (2)
+#define LINK_FRAME_MIN  (NP1_HDR + LINK_SEAL_EXTRA)
+/* The largest E frame netpunch 0.6.1.24 builds is 1,943 bytes (a mesh
+ * envelope with two 255-byte names around a 1,401-byte game payload);
+ * twice that leaves a newer peer room, and a stream out of step (hello
+ * text read as a length: "TP" is 21,584) is caught at its first record. */
+#define LINK_FRAME_MAX (4096)
+
+struct link_hello {
+	const uint8_t *name; /* a view into the line */
+	size_t name_len;
+	uint8_t sealed[LINK_SEALED_MAX];
+	size_t sealed_len;
+};
+
+/* True when buf starts like a link hello ("TPF2LINK1 "): a bulk listener
+ * hands such a connection to the link. */
+bool link_hello_is(const uint8_t *buf, size_t len);
+/* How many bytes of name (len bytes of UTF-8) a hello carries: at most 64,
+ * never ending inside a character (dual_tcp.link_name); in bytes that are
+ * not UTF-8, at most 3 fewer. */
+size_t link_name_cut(const char *name, size_t len);
+/* Writes the hello for name (already cut; 1..64 bytes) and its sealed copy
+ * (24..88 bytes). Returns the length, -EINVAL, -ENOSPC. */
+int link_hello_build(uint8_t *buf, size_t cap, const uint8_t *name, size_t name_len,
+		     const uint8_t *sealed, size_t sealed_len);
+/*
+ * Parses one whole line (its '\n' last, at most LINK_HELLO_MAX bytes) as
+ * dual_tcp.parse_hello does: trailing ASCII whitespace is stripped, the
+ * name is everything between "TPF2LINK1 " and the last space, the rest is
+ * hex (either case, whole bytes). Returns 0, or -EBADMSG: no prefix, no
+ * newline at the end or one before it, a NUL, an empty or over-long name,
+ * hex that is not hex or whose bytes are fewer than a seal's 24 or more
+ * than a 64-byte name's seal.
+ */
+int link_hello_parse(const uint8_t *buf, size_t len, struct link_hello *out);
+/* Writes one record: u16be len | frame. Returns 2 + len, -EMSGSIZE for a
+ * frame outside [LINK_FRAME_MIN, LINK_FRAME_MAX], -ENOSPC. */
+int link_rec_build(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len);
+/*
+ * The stream decoder: the first record of buf. Returns the bytes it takes
+ * (2 + *flen) with *frame pointing into buf, 0 when more bytes are needed,
+ * -EMSGSIZE for a length outside [LINK_FRAME_MIN, LINK_FRAME_MAX] (checked
+ * as soon as the two length bytes are there), -EBADMSG for a frame that is
+ * not "NP1:E".
+ */
+int link_rec_next(const uint8_t *buf, size_t len, const uint8_t **frame, size_t *flen);
+
 #endif

@@ -10,6 +10,8 @@
  *   lobby_rv.c       knocks, the host's poll and punches, relay binds,
  *                    publishing to the master
  *   lobby_game.c     the game bridge's loopback socket
+ *   lobby_dual.c     the dual TCP backup link: every sealed frame to a
+ *                    peer also over a TCP connection (lobby_dual.h)
  *   lobby_ipc.c      lobby_out.jsonl, lobby_in.jsonl, lobby_state.json,
  *                    lobby_panel.txt
  *   lobby_logfwd.c   log lines to the host, its merged lobby_peers.log
@@ -113,6 +115,7 @@ struct lobby_observe;
 struct lobby_rv;
 struct lobby_game;
 struct lobby_ipc;
+struct lobby_dual;
 struct curlev;
 struct sealer;
 struct lobby;
@@ -207,6 +210,7 @@ struct lobby {
 	struct lobby_rv *rv;
 	struct lobby_game *game;
 	struct lobby_ipc *ipc;
+	struct lobby_dual *dual;   /* the TCP backup link (NULL: none this session) */
 	struct lobby_xprog *xprog; /* the terminal's transfer lines (lobby_xprog) */
 	/* Our log lines (and --forward-log files) for the host's merged log
 	 * (lobby_logfwd; NULL for code and observe). */
@@ -258,6 +262,13 @@ int lobby_net_frame_send(struct lobby *l, const struct addr *to, size_t dlen);
  * For tests and the fuzzer: the path an opened datagram takes. */
 void lobby_net_inject(struct lobby *l, const struct addr *from, const uint8_t *app, size_t len,
 		      bool sealed);
+/* A datagram from `from` as if the lobby socket had just read it (the dual
+ * TCP link's copies: lobby_dual). -EMSGSIZE over NP1_MAX, else 0. */
+int lobby_net_inject_datagram(struct lobby *l, const struct addr *from, const uint8_t *buf,
+			      size_t len);
+/* netsim's delay (ms) on what we send, 0 when off: the link's frames wait
+ * as long, and are never dropped (netpunch-wire.md §14). */
+long long lobby_net_link_delay_ms(const struct lobby *l);
 /* Reads <io dir>/tpf2mp_netsim.txt once and, when it asks for loss or
  * delay, impairs everything the lobby socket sends from now on (netsim:
  * a host from its start, a joiner once connected, as netpunch does). */

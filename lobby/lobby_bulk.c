@@ -19,6 +19,7 @@
 
 #include "frame.h"
 #include "lobby.h"
+#include "lobby_dual.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -192,6 +193,23 @@ static void hello(struct conn *c)
 	stream_more(c);
 }
 
+/* The connection is the dual link's now (or, with no link in this
+ * session, refused as any bad hello). */
+static void hand_to_dual(struct conn *c)
+{
+	struct lobby *l = c->b->l;
+	int fd = ev_io_fd(c->io);
+
+	if (l->dual == NULL) {
+		refuse(c, "a link hello, but no link in this session");
+		return;
+	}
+	ev_io_del(c->io, false);
+	c->io = NULL;
+	lobby_dual_take(l, fd, &c->peer, c->line, c->len);
+	conn_close(c);
+}
+
 static void on_conn(struct ev_io *io, uint32_t events, void *arg)
 {
 	struct conn *c = arg;
@@ -216,6 +234,12 @@ static void on_conn(struct ev_io *io, uint32_t events, void *arg)
 	}
 	c->len += (size_t)n;
 	if (memchr(c->line, '\n', c->len) != NULL) {
+		/* A peer's dual TCP link shares the listener (lobby.py's
+		 * link_handler); its frames may follow the hello. */
+		if (link_hello_is(c->line, c->len)) {
+			hand_to_dual(c);
+			return;
+		}
 		/* Exactly one line, nothing after it. */
 		if (c->line[c->len - 1] != '\n') {
 			refuse(c, "bytes after the hello");
@@ -297,6 +321,16 @@ static int listen_on(struct lobby_bulk *b, const char *ip, uint16_t port)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	/*
+	 * The dual link's simultaneous open binds sockets to this port to
+	 * dial joiners (lobby_dual); Linux lets them beside a listener only
+	 * when both say SO_REUSEPORT (netpunch's listener does not, so its own
+	 * host-side dial never binds there). An exception to "SO_REUSEADDR
+	 * only": the port number is held exclusively by our UDP socket, so no
+	 * second lobby can share it; another process of this user could.
+	 */
+	if (a.ss.ss_family == AF_INET && b->l->dual != NULL)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
 	if (a.ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
 	if (bind(fd, (const struct sockaddr *)&a.ss, a.len) < 0 || listen(fd, 16) < 0) {

@@ -30,6 +30,7 @@
 #include "htab.h"
 #include "lobby.h"
 #include "lobby_bulk.h"
+#include "lobby_dual.h"
 #include "lobby_logfwd.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -637,6 +638,8 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	p->rally = jm->rally >= LOBBY_XFER_RALLY_V && !l->cfg.fast_off;
 	if (jm->profile != NULL)
 		snprintf(p->profile, sizeof(p->profile), "%s", jm->profile);
+	/* The dual TCP link: ours dialled now, the joiner's hello bound. */
+	lobby_dual_peer_up(l, &p->addr, p->name, h->name);
 	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
 		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company,
 		 htab_count(h->peers) + 1);
@@ -669,6 +672,7 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 	free(p->links);
 	free(p->linkv);
 	htab_remove(h->peers, p);
+	lobby_dual_peer_gone(h->l, &gone);
 	if (h->xfer != NULL)
 		lobby_xsend_peer_gone(h->xfer, &gone);
 	roster_changed(h);
@@ -1651,6 +1655,8 @@ static void observed(struct lobby *l, void *arg)
 	/* netsim impairs what the host sends from here on, as netpunch's
 	 * run_host wraps its socket. */
 	lobby_net_netsim_start(l);
+	/* The dual TCP link, before the listener it shares. */
+	lobby_dual_start(l, true);
 	/* The bulk TCP listener on our UDP port's number (netpunch's). */
 	if (!l->cfg.bulk_off)
 		h->bulk = lobby_bulk_listen(l, lobby_net_port(l->net));

@@ -30,6 +30,7 @@
 #include "frame.h"
 #include "jsonp.h"
 #include "lobby.h"
+#include "lobby_dual.h"
 #include "lobby_logfwd.h"
 #include "lobby_mesh.h"
 #include "lobby_save.h"
@@ -287,6 +288,8 @@ static void connected(struct lobby_join *j, const struct addr *from)
 	/* netsim impairs what we send once connected, as netpunch's joiner
 	 * wraps its socket after the punch. */
 	lobby_net_netsim_start(l);
+	/* The dual TCP link's switch is read now, as netpunch's joiner does. */
+	lobby_dual_start(l, false);
 	/* lobby.py run_client: the name we asked for until the welcome. */
 	lobby_ipc_status(l, "connecting", "checking multiplayer version...");
 	st = json_object_new_object();
@@ -713,6 +716,9 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		j->is_relay = m->welcome.relay;
 		if (j->mesh != NULL)
 			lobby_mesh_set_me(j->mesh, j->you);
+		/* The dual TCP link, dialled once the version is ours, with
+		 * the name the host gave us (it matches its roster). */
+		lobby_dual_peer_up(l, &j->host, j->host_name, j->you);
 		st = json_object_new_object();
 		json_object_object_add(st, "you", json_object_new_string(j->you));
 		json_object_object_add(
@@ -726,6 +732,8 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 			return;
 		if (m->roster.host != NULL)
 			snprintf(j->host_name, sizeof(j->host_name), "%s", m->roster.host);
+		/* A roster passes the version check too when the welcome was lost. */
+		lobby_dual_peer_up(l, &j->host, j->host_name, j->you);
 		roster_event(j, &m->roster);
 		if (j->mesh != NULL)
 			lobby_mesh_roster(j->mesh, &m->roster);

@@ -215,3 +215,8 @@ void lobby_netsim_stats(const struct lobby_netsim *ns, struct lobby_netsim_stats
 {
 	*out = ns->st;
 }
+
+void lobby_netsim_cfg_of(const struct lobby_netsim *ns, struct lobby_netsim_cfg *out)
+{
+	*out = ns->cfg;
+}

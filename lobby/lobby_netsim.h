@@ -51,5 +51,7 @@ void lobby_netsim_free(struct lobby_netsim *ns);
  */
 int lobby_netsim_send(struct lobby_netsim *ns, const struct addr *to, const void *buf, size_t len);
 void lobby_netsim_stats(const struct lobby_netsim *ns, struct lobby_netsim_stats *out);
+/* The settings it runs with. */
+void lobby_netsim_cfg_of(const struct lobby_netsim *ns, struct lobby_netsim_cfg *out);
 
 #endif

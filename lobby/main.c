@@ -27,6 +27,7 @@
 #include "curlev.h"
 #include "joincode.h"
 #include "lobby.h"
+#include "lobby_dual.h"
 #include "lobby_logfwd.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
@@ -93,6 +94,14 @@ static const char usage[] =
 	"OUTPUT\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
 	"    starting with \"ready udp=IP:PORT game=IP:PORT\" once bound.\n"
+	"\n"
+	"FILES (in the io dir, each read once, as netpunch reads them)\n"
+	"    tpf2mp_netsim.txt         loss=, delay=, jitter=: impair what we send\n"
+	"                              (the netsim command reads it again)\n"
+	"    tpf2mp_tcp_backup.txt     0, off or no: no dual TCP backup link (on by\n"
+	"                              default in a sealed session: every sealed\n"
+	"                              frame also goes over a TCP link, first copy\n"
+	"                              wins)\n"
 	"\n"
 	"EXIT STATUS\n"
 	"    0 quit, lobby closed, or a joiner's session ended once it reached the\n"
@@ -600,6 +609,8 @@ int main(int argc, char **argv)
 	lobby_observe_unmap(l, 3000);
 out:
 	lobby_rv_free(l->rv);
+	lobby_dual_free(l->dual);
+	l->dual = NULL;
 	lobby_role_free(l);
 	log_set_tap(NULL, NULL);
 	lobby_logfwd_free(l->logfwd);

@@ -17,6 +17,11 @@
  *                          json-c would not keep: 10**30, duplicate keys)
  *   {"raw_hex": "HEX"}     those bytes as one datagram, nothing added
  *   {"sleep_ms": N}        the script waits (receiving goes on)
+ *   {"link_hello": "NAME"} prints {"link_hello": HEX}: the dual TCP link's
+ *                          hello line "TPF2LINK1 NAME hex(seal(NAME))\n"
+ *                          sealed by our sealer (the salt our frames
+ *                          carry), for a test to send over TCP; with
+ *                          "sealed_as": "OTHER" the seal is of OTHER
  *   {"quit": true}         exit 0 (so does the end of stdin)
  * Every datagram received is one JSON line on stdout: {"ctl": "H"} (A, C,
  * K) for control frames; for a D/E/S payload that opens {"msg": OBJECT},
@@ -453,6 +458,27 @@ static void drain(struct peer *pr)
 
 /* ---- the script ---- */
 
+/* {"link_hello": ...}: the hello, as hex on stdout. */
+static void print_link_hello(struct peer *pr, const char *name, const char *sealed_as)
+{
+	uint8_t line[LINK_HELLO_MAX], sealed[LINK_SEALED_MAX];
+	char hex[2 * LINK_HELLO_MAX + 1];
+	size_t cut = link_name_cut(name, strlen(name));
+	size_t scut = link_name_cut(sealed_as, strlen(sealed_as));
+	int s, n;
+
+	if (pr->sealer == NULL)
+		die(2, "script: link_hello needs a code with a secret");
+	s = seal_seal(pr->sealer, (const uint8_t *)sealed_as, scut, sealed, sizeof(sealed));
+	n = s < 0 ? s
+		  : link_hello_build(line, sizeof(line), (const uint8_t *)name, cut, sealed,
+				     (size_t)s);
+	if (n < 0)
+		die(2, "script: no link hello for that name: %s", strerror(-n));
+	sodium_bin2hex(hex, sizeof(hex), line, (size_t)n);
+	printf("{\"link_hello\": \"%s\"}\n", hex);
+}
+
 /* Runs one script line. Returns 1 to quit, 0 to go on. */
 static int run_line(struct peer *pr, char *line, size_t len)
 {
@@ -501,6 +527,15 @@ static int run_line(struct peer *pr, char *line, size_t len)
 		if (ms < 0 || ms > SLEEP_MAX_MS)
 			die(2, "script: sleep_ms out of range");
 		pr->sleep_until = now_ms() + ms;
+	} else if (json_object_object_get_ex(o, "link_hello", &v) &&
+		   json_object_is_type(v, json_type_string)) {
+		struct json_object *as = NULL;
+
+		json_object_object_get_ex(o, "sealed_as", &as);
+		print_link_hello(pr, json_object_get_string(v),
+				 as != NULL && json_object_is_type(as, json_type_string)
+					 ? json_object_get_string(as)
+					 : json_object_get_string(v));
 	} else if (json_object_object_get_ex(o, "quit", &v)) {
 		r = 1;
 	} else {

@@ -310,6 +310,150 @@ static void test_dual_tcp_seal(struct json_object *root)
 	seal_free(s);
 }
 
+/* The link hello and the record of frames.json (dual_tcp.py hello_bytes,
+ * TcpLink._writer), then the parse rules of dual_tcp.parse_hello. */
+static void test_link(struct json_object *root)
+{
+	struct json_object *dt = vec_get(root, "dual_tcp");
+	struct json_object *lh = vec_get(dt, "link_hello");
+	uint8_t buf[LINK_HELLO_MAX + 64], *want, *sealed, *rec, *frame;
+	size_t n, sn, rn, fn, flen = 0;
+	const uint8_t *fp = NULL;
+	struct link_hello h;
+	const char *name = vec_str(lh, "name");
+	int r;
+
+	want = vec_hex(vec_str(lh, "bytes_hex"), &n);
+	sealed = vec_hex(vec_str(lh, "sealed_name_hex"), &sn);
+	CHECK(want != NULL && sealed != NULL && name != NULL);
+	if (want == NULL || sealed == NULL || name == NULL)
+		return;
+	r = link_hello_build(buf, sizeof(buf), (const uint8_t *)name, strlen(name), sealed, sn);
+	CHECK(r == (int)n && memcmp(buf, want, n) == 0);
+	CHECK(link_hello_is(want, n) && !link_hello_is((const uint8_t *)"TPF2BULK1 ", 10));
+	CHECK_EQ_INT(link_hello_parse(want, n, &h), 0);
+	CHECK(h.name_len == 3 && memcmp(h.name, "bob", 3) == 0 && h.sealed_len == sn &&
+	      memcmp(h.sealed, sealed, sn) == 0);
+	/* Upper-case hex and a CRLF end parse too (Python strips, fromhex). */
+	{
+		char line[LINK_HELLO_MAX];
+		size_t k = (size_t)snprintf(line, sizeof(line), "TPF2LINK1 bob ");
+
+		for (size_t i = 0; i < sn; i++)
+			k += (size_t)snprintf(line + k, sizeof(line) - k, "%02X", sealed[i]);
+		k += (size_t)snprintf(line + k, sizeof(line) - k, " \r\n");
+		CHECK_EQ_INT(link_hello_parse((const uint8_t *)line, k, &h), 0);
+		CHECK(h.sealed_len == sn && memcmp(h.sealed, sealed, sn) == 0);
+	}
+	/* A name with spaces: the hex is the last field. */
+	r = link_hello_build(buf, sizeof(buf), (const uint8_t *)"Big Bad Wolf", 12, sealed, sn);
+	CHECK(r > 0 && link_hello_parse(buf, (size_t)r, &h) == 0 && h.name_len == 12 &&
+	      memcmp(h.name, "Big Bad Wolf", 12) == 0);
+	/* The longest: a 64-byte name and its 88-byte seal fit in 256. */
+	{
+		uint8_t nm[LINK_NAME_MAX], sl[LINK_SEALED_MAX];
+
+		memset(nm, 'n', sizeof(nm));
+		memset(sl, 0xab, sizeof(sl));
+		r = link_hello_build(buf, sizeof(buf), nm, sizeof(nm), sl, sizeof(sl));
+		CHECK(r == 10 + 64 + 1 + 176 + 1 && r <= LINK_HELLO_MAX);
+		CHECK_EQ_INT(link_hello_parse(buf, (size_t)r, &h), 0);
+		CHECK_EQ_INT(link_hello_build(buf, sizeof(buf), nm, 65, sl, 24), -EINVAL);
+		CHECK_EQ_INT(link_hello_build(buf, sizeof(buf), nm, 0, sl, 24), -EINVAL);
+		CHECK_EQ_INT(link_hello_build(buf, sizeof(buf), nm, 1, sl, 23), -EINVAL);
+		CHECK_EQ_INT(link_hello_build(buf, 40, nm, 1, sl, 24), -ENOSPC);
+	}
+#define BAD(s) CHECK_EQ_INT(link_hello_parse((const uint8_t *)(s), strlen(s), &h), -EBADMSG)
+	BAD("TPF2LINK1 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7"); /* no \n */
+	BAD("TPF2LINK2 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n");
+	BAD(" TPF2LINK1 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n");
+	BAD("TPF2LINK1 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n"); /* no name */
+	BAD("TPF2LINK1  5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n");
+	BAD("TPF2LINK1 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f\n"); /* odd */
+	BAD("TPF2LINK1 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837zz\n");
+	BAD("TPF2LINK1 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed8\n"); /* 23 */
+	BAD("TPF2LINK1 bob\n");
+	BAD("TPF2LINK1 \n");
+	BAD("TPF2LINK1 b\nb 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n");
+	BAD("TPF2LINK1 bob 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n\n");
+#undef BAD
+	{
+		/* A NUL in the name; a 65-byte name. */
+		char line[LINK_HELLO_MAX];
+		size_t k = (size_t)snprintf(
+			line, sizeof(line),
+			"TPF2LINK1 b_b 5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7\n");
+
+		line[11] = '\0';
+		CHECK_EQ_INT(link_hello_parse((const uint8_t *)line, k, &h), -EBADMSG);
+		k = (size_t)snprintf(line, sizeof(line), "TPF2LINK1 %065d %s\n", 0,
+				     "5a17c0de0000000129d0f13e8e109d32e7c47a06654ed800d837f7");
+		CHECK_EQ_INT(link_hello_parse((const uint8_t *)line, k, &h), -EBADMSG);
+	}
+	memset(buf, 'x', sizeof(buf));
+	memcpy(buf, "TPF2LINK1 ", 10);
+	buf[LINK_HELLO_MAX] = '\n';
+	CHECK_EQ_INT(link_hello_parse(buf, LINK_HELLO_MAX + 1, &h), -EBADMSG); /* over 256 */
+
+	/* The cut: 64 bytes, never inside a character. */
+	CHECK_EQ_INT((int)link_name_cut("bob", 3), 3);
+	{
+		char nm[80];
+
+		memset(nm, 'a', 63);
+		memcpy(nm + 63, "\xc3\xa9zz", 4); /* an e-acute across byte 64 */
+		CHECK_EQ_INT((int)link_name_cut(nm, 67), 63);
+		memset(nm, 'a', 62);
+		memcpy(nm + 62, "\xc3\xa9zz", 4); /* ends exactly at 64 */
+		CHECK_EQ_INT((int)link_name_cut(nm, 66), 64);
+		memset(nm, 'a', 80);
+		CHECK_EQ_INT((int)link_name_cut(nm, 80), 64);
+		memset(nm, 'a', 62);
+		memcpy(nm + 62, "\xf0\x9f\x98\x80", 4); /* a 4-byte one from 62 */
+		CHECK_EQ_INT((int)link_name_cut(nm, 66), 62);
+		/* Not UTF-8 (continuation bytes only): 3 steps back at most. */
+		memset(nm, 0xbc, 80);
+		CHECK_EQ_INT((int)link_name_cut(nm, 80), 61);
+	}
+
+	/* The record: u16be length | the E frame. */
+	rec = vec_hex(vec_str(vec_get(dt, "tcp_record"), "bytes_hex"), &rn);
+	frame = vec_hex(vec_str(vec_get(dt, "inject_header"), "np1_frame_hex"), &fn);
+	CHECK(rec != NULL && frame != NULL);
+	if (rec != NULL && frame != NULL) {
+		r = link_rec_build(buf, sizeof(buf), frame, fn);
+		CHECK(r == (int)rn && memcmp(buf, rec, rn) == 0);
+		CHECK_EQ_INT(link_rec_next(rec, rn, &fp, &flen), (int)rn);
+		CHECK(fp == rec + 2 && flen == fn);
+		/* Every cut short is "more, please". */
+		for (size_t k = 0; k < rn; k++)
+			CHECK_EQ_INT(link_rec_next(rec, k, &fp, &flen), 0);
+		/* Two back to back: the first only. */
+		memcpy(buf, rec, rn);
+		memcpy(buf + rn, rec, rn);
+		CHECK_EQ_INT(link_rec_next(buf, 2 * rn, &fp, &flen), (int)rn);
+		/* Not E: a D frame of the same length. */
+		memcpy(buf, rec, rn);
+		buf[2 + 4] = 'D';
+		CHECK_EQ_INT(link_rec_next(buf, rn, &fp, &flen), -EBADMSG);
+		CHECK_EQ_INT(link_rec_build(buf, 10, frame, fn), -ENOSPC);
+		CHECK_EQ_INT(link_rec_build(buf, sizeof(buf), frame, LINK_FRAME_MIN - 1),
+			     -EMSGSIZE);
+	}
+	/* Lengths out of bounds are refused from the two length bytes alone. */
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"\x00\x1c", 2, &fp, &flen), -EMSGSIZE);
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"\x10\x01", 2, &fp, &flen), -EMSGSIZE);
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"TP", 2, &fp, &flen), -EMSGSIZE);
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"\x00\x00", 2, &fp, &flen), -EMSGSIZE);
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"\x10\x00", 2, &fp, &flen), 0);
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"\x00\x1d", 2, &fp, &flen), 0);
+	CHECK_EQ_INT(link_rec_next((const uint8_t *)"\x00", 1, &fp, &flen), 0);
+	free(want);
+	free(sealed);
+	free(rec);
+	free(frame);
+}
+
 /* ---- fragments ---- */
 
 struct frags {
@@ -715,6 +859,7 @@ int main(void)
 		test_dual_tcp_seal(root);
 		test_fragment_vectors(root);
 		test_bulk_hello(root);
+		test_link(root);
 		json_object_put(root);
 	}
 	test_reassembly();
