@@ -127,10 +127,15 @@ def failed_with(bob, mal, sid, detail, n_before):
 
 
 def scenario(env):
-    outside = os.path.dirname(env.dir.rstrip("/"))
-    before = set(os.listdir(outside))
+    # bob's io dir sits two levels down in a directory of this test's own,
+    # so whatever a ../ name could reach is ours to list (the system's
+    # /tmp is shared with the scenarios running beside this one).
+    outside = os.path.join(env.dir, "jail")
+    os.makedirs(os.path.join(outside, "cell"))
+    before = set(os.listdir(outside)) | set(os.listdir(os.path.join(outside, "cell")))
     mal = Mallory(env)
-    bob = Lobby(env, "join", code=code_for(mal.port), name="bob")
+    bob = Lobby(env, "join", code=code_for(mal.port), name="bob",
+                io=os.path.join(outside, "cell", "io-bob"))
     bob.wait_status("connected", "^joined the host$")
     data = os.urandom(20000)
 
@@ -178,8 +183,8 @@ def scenario(env):
     with open(os.path.join(bob.io, "incoming_save.sav"), "rb") as f:
         check(f.read() == good, "the honest save differs")
     wait_for(lambda: mal.got(lambda m: m == {"t": "fdone", "sid": 105, "ok": True}), 5, "fdone")
-    check(set(os.listdir(outside)) - before <= {os.path.basename(env.dir.rstrip("/"))},
-          "written outside the test's dir: %r" % (set(os.listdir(outside)) - before))
+    after = set(os.listdir(outside)) | set(os.listdir(os.path.join(outside, "cell")))
+    check(after - before <= {"io-bob"}, "written outside the io dir: %r" % (after - before))
     check(sorted(os.listdir(bob.io)) == ["incoming_save.sav", "lobby_in.jsonl",
                                          "lobby_out.jsonl", "lobby_panel.txt",
                                          "lobby_state.json"],
