@@ -27,6 +27,7 @@
 #include "curlev.h"
 #include "joincode.h"
 #include "lobby.h"
+#include "lobby_relay.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
 #include "log.h"
@@ -38,7 +39,9 @@ static const char usage[] =
 	"\n"
 	"SYNOPSIS\n"
 	"    rally-lobby host [options]\n"
+	"    rally-lobby host --relay-only [options]\n"
 	"    rally-lobby join CODE [options]\n"
+	"    rally-lobby put-save SAVE --io-dir DIR\n"
 	"    rally-lobby code CODE [--password PW]\n"
 	"    rally-lobby observe [--stun HOST:PORT ...]\n"
 	"\n"
@@ -70,6 +73,9 @@ static const char usage[] =
 	"                              built yet)\n"
 	"    --no-mesh                 star only (this lobby never meshes yet)\n"
 	"    --companies               start in companies mode\n"
+	"    --relay-only              dedicated relay lobby: no player here, the\n"
+	"                              oldest player leads (docs/lobby.md)\n"
+	"    --dedicated               keep the code across restarts\n"
 	"\n"
 	"OPTIONS (ours)\n"
 	"    --stun HOST:PORT|off      STUN server, repeatable (default: netpunch's\n"
@@ -88,6 +94,8 @@ static const char usage[] =
 	"                              most (host; default: what the path takes)\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
+	"\n"
+	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n"
 	"\n"
 	"OUTPUT\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
@@ -185,12 +193,6 @@ static void set_fast(void *ctx, const char *s)
 		daemon_die_usage("--fast-transfer %s: on or off", s);
 }
 
-static void unsupported(void *ctx, const char *s)
-{
-	(void)s;
-	daemon_die_usage("%s: the dedicated relay lobby is not built yet", (const char *)ctx);
-}
-
 static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg *c)
 {
 	struct daemon_flag flags[] = {
@@ -210,8 +212,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_BOOL("no-mesh", &c->no_mesh),
 		DAEMON_BOOL("companies", &c->companies),
 		/* netpunch's for what comes later: refused clearly */
-		DAEMON_FN0("relay-only", unsupported, "--relay-only"),
-		DAEMON_FN0("dedicated", unsupported, "--dedicated"),
+		DAEMON_BOOL("relay-only", &c->relay_only),
+		DAEMON_BOOL("dedicated", &c->dedicated),
 		/* netpunch's, accepted and without effect here */
 		DAEMON_IGNORE("crossplay"),
 		DAEMON_IGNORE("share-mods"),
@@ -258,6 +260,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		c->mode = LOBBY_MODE_CODE;
 	else if (strcmp(cmd, "observe") == 0)
 		c->mode = LOBBY_MODE_OBSERVE;
+	else if (strcmp(cmd, "put-save") == 0)
+		c->mode = LOBBY_MODE_PUT_SAVE;
 	else
 		daemon_die_usage("unknown command: %s", cmd);
 	if (c->mode == LOBBY_MODE_JOIN || c->mode == LOBBY_MODE_CODE) {
@@ -265,6 +269,13 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 			daemon_die_usage("%s needs a CODE", cmd);
 		daemon_copy(c->code, sizeof(c->code), argv[pos++], "CODE", false);
 	}
+	if (c->mode == LOBBY_MODE_PUT_SAVE) {
+		if (pos >= argc)
+			daemon_die_usage("put-save needs a SAVE");
+		daemon_copy(c->put_save, sizeof(c->put_save), argv[pos++], "SAVE", false);
+	}
+	if ((c->relay_only || c->dedicated) && c->mode != LOBBY_MODE_HOST)
+		daemon_die_usage("--relay-only and --dedicated are for host");
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	c->local_port_set = daemon_flag_seen(flags, n, "local-port");
@@ -330,6 +341,22 @@ static void print_code(const struct joincode *c)
 	printf("secret=%s\n", c->has_secret ? "yes" : "no");
 }
 
+/* put-save: the stored world of a relay replaced from outside. */
+static int cmd_put_save(const struct lobby_cfg *c)
+{
+	const char *dir = c->io_dir[0] != '\0' ? c->io_dir : ".";
+	char err[PATH_MAX + 256];
+	int r = lobby_relay_put_save(dir, c->put_save, c->max_save, err, sizeof(err));
+
+	if (r < 0) {
+		fprintf(stderr, "rally-lobby: put-save: %s\n", err);
+		log_err("put-save-fail save=\"%s\" dir=\"%s\" error=\"%s\"", c->put_save, dir, err);
+		return DAEMON_EXIT_FAIL;
+	}
+	log_info("put-save save=\"%s\" dir=\"%s\"", c->put_save, dir);
+	return DAEMON_EXIT_OK;
+}
+
 static int cmd_code(struct lobby_cfg *c)
 {
 	struct joincode jc;
@@ -367,10 +394,12 @@ static int check_config(const struct lobby_cfg *c)
 		return DAEMON_EXIT_USAGE;
 	}
 	log_bare("config-ok mode=%s name=\"%s\" io_dir=%s",
-		 c->mode == LOBBY_MODE_HOST   ? "host"
-		 : c->mode == LOBBY_MODE_JOIN ? "join"
-		 : c->mode == LOBBY_MODE_CODE ? "code"
-					      : "observe",
+		 c->mode == LOBBY_MODE_HOST && c->relay_only ? "relay"
+		 : c->mode == LOBBY_MODE_HOST                ? "host"
+		 : c->mode == LOBBY_MODE_JOIN                ? "join"
+		 : c->mode == LOBBY_MODE_CODE                ? "code"
+		 : c->mode == LOBBY_MODE_PUT_SAVE            ? "put-save"
+							     : "observe",
 		 c->name, c->io_dir[0] != '\0' ? c->io_dir : ".");
 	return DAEMON_EXIT_OK;
 }
@@ -507,8 +536,8 @@ int main(int argc, char **argv)
 	if (d->check)
 		return check_config(&l->cfg);
 	daemon_start(d);
-	if (l->cfg.mode == LOBBY_MODE_CODE) {
-		r = cmd_code(&l->cfg);
+	if (l->cfg.mode == LOBBY_MODE_CODE || l->cfg.mode == LOBBY_MODE_PUT_SAVE) {
+		r = l->cfg.mode == LOBBY_MODE_CODE ? cmd_code(&l->cfg) : cmd_put_save(&l->cfg);
 		daemon_free(d);
 		return r;
 	}
@@ -545,9 +574,21 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* The one place a role is picked. */
-	l->role = l->cfg.mode == LOBBY_MODE_HOST ? &lobby_host_role : &lobby_join_role;
+	l->role = l->cfg.mode != LOBBY_MODE_HOST ? &lobby_join_role
+		  : l->cfg.relay_only            ? &lobby_relay_role
+						 : &lobby_host_role;
 	if (l->cfg.mode == LOBBY_MODE_HOST) {
-		if (start_role(d, l, NULL) < 0) {
+		r = start_role(d, l, NULL);
+		if (r == -EBADMSG || r == -EIO) {
+			/* A state file in the way (logged, named): nothing was
+			 * started, the file is as it was. */
+			lobby_ipc_status(l, "failed",
+					 "a relay state file cannot be used (see the log)");
+			lobby_ipc_state(l, "state", json_object_new_string("failed"));
+			r = DAEMON_EXIT_FAIL;
+			goto out;
+		}
+		if (r < 0) {
 			lobby_ipc_status(l, "failed", "could not open the lobby port");
 			lobby_ipc_state(l, "state", json_object_new_string("failed"));
 			r = DAEMON_EXIT_FAIL;
