@@ -636,8 +636,11 @@ void lobby_relay_free(struct lobby_relay *r)
 
 /* ---- put-save ---- */
 
-/* Copies src into a new temporary beside dst (synced); its name in tmp. */
-static int copy_to_temp(const char *src, const char *dst, char *tmp, size_t tmpsize)
+/* Copies src into a new temporary beside dst (synced); its name in tmp.
+ * Run as root (an operator beside a unit with a dynamic user), the copy
+ * takes the owner of the directory, so the relay can read it. */
+static int copy_to_temp(const char *src, const char *dst, const struct stat *dir, char *tmp,
+			size_t tmpsize)
 {
 	int in, out, r = 0;
 	struct stat st;
@@ -671,6 +674,8 @@ static int copy_to_temp(const char *src, const char *dst, char *tmp, size_t tmps
 	}
 	if (r == 0 && (fchmod(out, 0640) < 0 || fsync(out) < 0))
 		r = -errno;
+	if (r == 0 && geteuid() == 0 && fchown(out, dir->st_uid, dir->st_gid) < 0)
+		r = -errno;
 	close(out);
 	close(in);
 	if (r < 0)
@@ -685,7 +690,18 @@ int lobby_relay_put_save(const char *io_dir, const char *save, uint64_t cap, cha
 	struct lobby_save src;
 	char tmp[LOBBY_SAVE_FILES][PATH_MAX], dst[LOBBY_SAVE_FILES][PATH_MAX];
 	bool have[LOBBY_SAVE_FILES] = {false};
+	struct stat dir;
 	int r, dfd, mod = lobby_role_save_has_mp_mod(save);
+
+	if (stat(io_dir, &dir) < 0) {
+		r = -errno;
+		snprintf(err, errsize, "%s: %s", io_dir, strerror(-r));
+		return r;
+	}
+	if (!S_ISDIR(dir.st_mode)) {
+		snprintf(err, errsize, "%s is not a directory", io_dir);
+		return -ENOTDIR;
+	}
 
 	if (mod == 0) {
 		snprintf(err, errsize,
@@ -708,7 +724,7 @@ int lobby_relay_put_save(const char *io_dir, const char *save, uint64_t cap, cha
 	for (size_t i = 0; i < src.n && r == 0; i++) {
 		int k = lobby_save_allowed(src.f[i].wire);
 
-		r = copy_to_temp(src.f[i].path, dst[k], tmp[k], sizeof(tmp[k]));
+		r = copy_to_temp(src.f[i].path, dst[k], &dir, tmp[k], sizeof(tmp[k]));
 		if (r < 0)
 			snprintf(err, errsize, "cannot copy %s into %s: %s", src.f[i].path, io_dir,
 				 strerror(-r));
