@@ -1825,7 +1825,7 @@ static void host_free(struct lobby *l)
 	ev_timer_stop(l->loop, &h->reap);
 	lobby_xsend_free(h->xfer);
 	lobby_bulk_free(h->bulk);
-	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+	for (struct peer *p = h->peers != NULL ? first(h) : NULL; p != NULL; p = next(h, p)) {
 		free(p->links);
 		free(p->linkv);
 	}
@@ -1833,6 +1833,16 @@ static void host_free(struct lobby *l)
 	htab_free(h->rejects);
 	free(h->last_key);
 	lobby_relay_free(h->relay);
+}
+
+/* Before anything can fail: free stops them all. */
+static void init_timers(struct lobby_host *h)
+{
+	ev_timer_init(&h->heal);
+	ev_timer_init(&h->roster_soon);
+	ev_timer_init(&h->sweep);
+	ev_timer_init(&h->serve);
+	ev_timer_init(&h->reap);
 }
 
 /* The session, a host's or a relay's: with keep, the code's secret comes
@@ -1845,11 +1855,7 @@ static int begin(struct lobby *l, bool keep)
 
 	h->l = l;
 	randombytes_buf(h->alive_token, sizeof(h->alive_token));
-	ev_timer_init(&h->heal);
-	ev_timer_init(&h->roster_soon);
-	ev_timer_init(&h->sweep);
-	ev_timer_init(&h->serve);
-	ev_timer_init(&h->reap);
+	init_timers(h);
 	h->peers = htab_new(LOBBY_CAP, sizeof(struct addr_key), sizeof(struct peer));
 	h->rejects = htab_new(REJECT_TRACK, sizeof(struct addr_key), sizeof(long long));
 	if (h->peers == NULL || h->rejects == NULL)
@@ -1887,6 +1893,7 @@ static int relay_start(struct lobby *l, const struct joincode *code)
 
 	(void)code;
 	h->l = l;
+	init_timers(h);
 	h->relay = lobby_relay_new(l);
 	if (h->relay == NULL)
 		return -EBADMSG;
