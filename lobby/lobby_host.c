@@ -289,6 +289,12 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Players in the lobby: the joiners, and a host (a relay is none). */
+static size_t players(const struct lobby_host *h)
+{
+	return htab_count(h->peers) + (h->relay == NULL ? 1 : 0);
+}
+
 /* The relay's leader: the oldest player. */
 static struct peer *leader(const struct lobby_host *h)
 {
@@ -466,7 +472,7 @@ static void send_roster_packets(struct lobby_host *h)
 			done[k] = true;
 			ok[k] = encode_roster(h, p->started, &enc[k]) == 0;
 			if (!ok[k])
-				log_warnx("roster-too-big players=%zu", htab_count(h->peers) + 1);
+				log_warnx("roster-too-big players=%zu", players(h));
 		}
 		if (ok[k]) {
 			lobby_net_send_app(h->l, &p->addr, (const uint8_t *)enc[k].p, enc[k].len);
@@ -699,8 +705,7 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	if (jm->profile != NULL)
 		snprintf(p->profile, sizeof(p->profile), "%s", jm->profile);
 	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
-		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company,
-		 htab_count(h->peers) + 1);
+		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company, players(h));
 	send_welcome(h, p);
 	/* A relay's letter, and what a newcomer is told of the world (before
 	 * the roster, as lobby.py do_join does). */
@@ -1177,8 +1182,7 @@ static void start_game(struct lobby_host *h, bool save)
 	/* The leader's upload is out now (lobby.py broadcast_start). */
 	if (h->relay != NULL && save)
 		lobby_relay_distributed(h->relay);
-	log_info("start save=%s peers=%zu players=%zu", save ? "true" : "false", n,
-		 htab_count(h->peers) + 1);
+	log_info("start save=%s peers=%zu players=%zu", save ? "true" : "false", n, players(h));
 	/* The started flags ride the rosters (the heal would in 2 s); the
 	 * game beside us saw the start, not a roster. */
 	send_roster_packets(h);

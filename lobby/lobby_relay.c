@@ -24,7 +24,10 @@
 #include "strbuf.h"
 
 #define TICK_MS (1000) /* the upload's progress told to those waiting */
-#define U2026   "\xe2\x80\xa6"
+/* An upload that brings nothing this long is given up (a leader that
+ * began one and sends no more would hold the relay's world for ever). */
+#define UPLOAD_STALL_MS (LOBBY_XFER_TIMEOUT_MS)
+#define U2026           "\xe2\x80\xa6"
 
 struct lobby_relay {
 	struct lobby *l;
@@ -37,6 +40,7 @@ struct lobby_relay {
 	struct addr up_from;
 	bool uploading;
 	int told_pct;
+	long long up_moved_ms; /* its last fbegin or chunk */
 	/* A completed upload not yet handed out (the leader holds it), and
 	 * the round it was. */
 	bool held, handed_any;
@@ -437,6 +441,7 @@ bool lobby_relay_on_msg(struct lobby_relay *r, const struct addr *from, const ch
 		 * so a failed upload leaves the previous world for next time. */
 		r->up_from = *from;
 		r->uploading = true;
+		r->up_moved_ms = ev_now(r->l->loop);
 		r->held = false;
 		r->told_pct = -1;
 		lobby_xrecv_on_begin(r->up, &m->fbegin);
@@ -454,8 +459,10 @@ bool lobby_relay_on_msg(struct lobby_relay *r, const struct addr *from, const ch
 void lobby_relay_on_chunk(struct lobby_relay *r, const struct addr *from, const uint8_t *p,
 			  size_t len)
 {
-	if (r->uploading && addr_equal(from, &r->up_from))
+	if (r->uploading && addr_equal(from, &r->up_from)) {
+		r->up_moved_ms = ev_now(r->l->loop);
 		lobby_xrecv_on_chunk(r->up, p, len);
+	}
 }
 
 /* The upload is in place: out to those waiting (from the loop, not from
@@ -529,25 +536,33 @@ static void tick_progress(struct lobby_relay *r)
 	}
 }
 
+/* A fresh receiver for the next upload (the round before is dropped). */
+static void drop_upload(struct lobby_relay *r, const char *why)
+{
+	log_info("relay-upload-dropped reason=\"%s\"", why);
+	lobby_xrecv_free(r->up);
+	r->up = lobby_xrecv_new(r->l, &up_ops, r->l->cfg.max_save);
+	r->uploading = false;
+	if (r->up == NULL)
+		log_fatalx("relay-upload-nomem");
+}
+
 static void on_tick(struct ev_timer *t, void *arg)
 {
 	struct lobby_relay *r = arg;
 
+	if (r->uploading && !r->held && !lobby_xrecv_failed(r->up) &&
+	    ev_now(r->l->loop) - r->up_moved_ms > UPLOAD_STALL_MS)
+		drop_upload(r, "nothing came for 30 s");
 	tick_progress(r);
 	ev_timer_start(r->l->loop, t, TICK_MS, on_tick, r);
 }
 
 void lobby_relay_left(struct lobby_relay *r, const struct addr *a, bool was_leader, bool empty)
 {
-	if (r->uploading && addr_equal(a, &r->up_from) && !r->held) {
-		/* Its round goes with it: a fresh receiver for the next. */
-		log_info("relay-upload-dropped reason=\"the leader left\"");
-		lobby_xrecv_free(r->up);
-		r->up = lobby_xrecv_new(r->l, &up_ops, r->l->cfg.max_save);
-		r->uploading = false;
-		if (r->up == NULL)
-			log_fatalx("relay-upload-nomem");
-	}
+	/* Its round goes with it. */
+	if (r->uploading && addr_equal(a, &r->up_from) && !r->held)
+		drop_upload(r, "the leader left");
 	if (was_leader)
 		r->held = false;
 	if (!empty)
