@@ -20,6 +20,124 @@ static char status[LOG_STATUS_MAX];
 static size_t status_len;
 static unsigned status_lines;
 static int status_tty = -1; /* -1: not asked yet */
+static bool redact_on;
+static log_tap_fn *tap_fn;
+static void *tap_arg;
+static __thread bool in_tap; /* a tap's own logging is not tapped again */
+
+void log_set_redact(bool on)
+{
+	redact_on = on;
+}
+
+void log_set_tap(log_tap_fn *fn, void *arg)
+{
+	pthread_mutex_lock(&status_lock);
+	tap_fn = fn;
+	tap_arg = arg;
+	pthread_mutex_unlock(&status_lock);
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Python's \w for ASCII: what a \b needs on the other side. */
+static bool is_word(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+	       (unsigned char)c >= 0x80;
+}
+
+/* A run of 1-3 digits at p (of at most n): its length, else 0. */
+static size_t octet(const char *p, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n && is_digit(p[k]))
+		k++;
+	return k >= 1 && k <= 3 ? k : 0;
+}
+
+/* \b(\d{1,3}\.\d{1,3}\.\d{1,3})\.(\d{1,3})\b at text[i]: the length of the
+ * match and of its first three octets, else 0. */
+static size_t ipv4_at(const char *t, size_t len, size_t i, size_t *head)
+{
+	size_t at = i, k;
+
+	if (i > 0 && is_word(t[i - 1]))
+		return 0;
+	for (int g = 0; g < 4; g++) {
+		k = octet(t + at, len - at);
+		if (k == 0)
+			return 0;
+		at += k;
+		if (g == 2)
+			*head = at - i;
+		if (g < 3) {
+			if (at >= len || t[at] != '.')
+				return 0;
+			at++;
+		}
+	}
+	if (at < len && is_word(t[at]))
+		return 0;
+	return at - i;
+}
+
+/* The private and loopback ranges netpunch leaves alone. */
+static bool keep_ip(const char *h, size_t hn)
+{
+	static const char *const keep[] = {"127.", "10.", "192.168.", "169.254.", "0."};
+	unsigned second = 0;
+
+	for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
+		size_t kl = strlen(keep[k]);
+
+		if (hn >= kl && memcmp(h, keep[k], kl) == 0)
+			return true;
+	}
+	if (hn < 4 || memcmp(h, "172.", 4) != 0)
+		return false;
+	for (size_t k = 4; k < hn && is_digit(h[k]); k++)
+		second = second * 10 + (unsigned)(h[k] - '0');
+	return second >= 16 && second <= 31;
+}
+
+size_t log_redact(const char *t, size_t len, char *out, size_t size)
+{
+	size_t o = 0, i = 0;
+
+	if (size == 0)
+		return 0;
+	while (i < len && o + 1 < size) {
+		size_t head = 0, m = is_digit(t[i]) ? ipv4_at(t, len, i, &head) : 0;
+
+		if (m == 0) {
+			out[o++] = t[i++];
+			continue;
+		}
+		if (keep_ip(t + i, head)) {
+			size_t c = m < size - 1 - o ? m : size - 1 - o;
+
+			memcpy(out + o, t + i, c);
+			o += c;
+		} else {
+			size_t c = head < size - 1 - o ? head : size - 1 - o;
+
+			memcpy(out + o, t + i, c);
+			o += c;
+			if (o + 2 < size) {
+				memcpy(out + o, ".x", 2);
+				o += 2;
+			}
+		}
+		i += m;
+	}
+	out[o] = '\0';
+	return o;
+}
 
 static bool stderr_is_journal(void)
 {
@@ -103,8 +221,31 @@ static void vemit_stamp(enum log_level lvl, int errnum, bool stamp, const char *
 		if (n >= sizeof(line) - 1)
 			n = sizeof(line) - 2;
 	}
-	line[n++] = '\n';
+	if (redact_on) {
+		char masked[sizeof(line)];
+		size_t body = journal || stamp
+				      ? (size_t)(strchr(line, journal ? '>' : ' ') - line) + 1
+				      : 0;
+
+		if (body > n)
+			body = 0;
+		memcpy(masked, line, body);
+		n = body +
+		    log_redact(line + body, n - body, masked + body, sizeof(masked) - body - 1);
+		memcpy(line, masked, n);
+	}
+	line[n] = '\0';
 	pthread_mutex_lock(&status_lock);
+	if (tap_fn != NULL && !in_tap) {
+		size_t body = journal || stamp
+				      ? (size_t)(strchr(line, journal ? '>' : ' ') - line) + 1
+				      : 0;
+
+		in_tap = true;
+		tap_fn(line + body, n - body, tap_arg);
+		in_tap = false;
+	}
+	line[n++] = '\n';
 	if (status_len > 0) {
 		/* Over the status lines, then the status lines again. */
 		char both[sizeof(line) + sizeof(status) + LOG_STATUS_LINES * 8];

@@ -11,6 +11,7 @@
 #define LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum log_level {
 	LOG_LEVEL_FATAL = 2, /* syslog LOG_CRIT */
@@ -71,6 +72,26 @@ bool log_status_on(void);
 		if (log_enabled(LOG_LEVEL_DEBUG))                                                  \
 			log_emit(LOG_LEVEL_DEBUG, 0, __VA_ARGS__);                                 \
 	} while (0)
+
+/*
+ * IPv4 addresses in every line from now on: the host part of a public one
+ * masked ("203.0.113.47" -> "203.0.113.x"); loopback, 10/8, 172.16/12,
+ * 192.168/16 and 169.254/16 left as they are (netpunch's lobby.py redact,
+ * for logs players share), and 0/8 too (0.0.0.0 is nobody's). Off by
+ * default.
+ */
+void log_set_redact(bool on);
+/* Masks text (len bytes) into out (size bytes, NUL-terminated); returns the
+ * length written. The rule of log_set_redact, whether it is on or not. */
+size_t log_redact(const char *text, size_t len, char *out, size_t size);
+
+/*
+ * A tap: fn sees every line emitted from now on (its text after the stamp,
+ * redacted as the line is, without the newline), from whichever thread
+ * logs it. NULL removes it. fn must not log.
+ */
+typedef void log_tap_fn(const char *text, size_t len, void *arg);
+void log_set_tap(log_tap_fn *fn, void *arg);
 
 /* An info line without the timestamp (a contract line such as "ready
  * listen=..." that tests and scripts match from the start). */

@@ -12,6 +12,7 @@
  *   lobby_game.c     the game bridge's loopback socket
  *   lobby_ipc.c      lobby_out.jsonl, lobby_in.jsonl, lobby_state.json,
  *                    lobby_panel.txt
+ *   lobby_logfwd.c   log lines to the host, its merged lobby_peers.log
  * and the roles, each behind struct lobby_role (nothing else names a
  * role's functions):
  *   lobby_host.c     the host's session: joins, roster, chat, start; also
@@ -97,6 +98,9 @@ struct lobby_cfg {
 	bool game_relay_set;      /* else host 7773, joiner the first free of 7774-7805 */
 	uint16_t game_local_port;
 	bool no_mesh;
+	/* --forward-log PATH (repeatable): files tailed into the log stream */
+	const char *forward_log[16];
+	size_t nforward_log;
 	bool companies;       /* start in companies mode */
 	bool relay_only;      /* --relay-only: the dedicated relay lobby */
 	bool dedicated;       /* --dedicated: the code's secret kept across restarts */
@@ -217,6 +221,9 @@ struct lobby {
 	struct lobby_game *game;
 	struct lobby_ipc *ipc;
 	struct lobby_xprog *xprog; /* the terminal's transfer lines (lobby_xprog) */
+	/* Our log lines (and --forward-log files) for the host's merged log
+	 * (lobby_logfwd; NULL for code and observe). */
+	struct lobby_logfwd *logfwd;
 	/* The role (NULL for observe) and its state. */
 	const struct lobby_role *role;
 	void *role_data;

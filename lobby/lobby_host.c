@@ -37,6 +37,7 @@
 #include "lobby.h"
 #include "lobby_bulk.h"
 #include "lobby_relay.h"
+#include "lobby_logfwd.h"
 #include "lobby_xfer.h"
 #include "log.h"
 #include "num.h"
@@ -79,6 +80,9 @@ struct peer {
 	size_t nlinks;
 	int company;
 	char stage[STAGE_CHARS * 4 + 1];
+	/* Its log messages: this second's window and count, the bytes taken. */
+	long long log_win_ms, log_bytes;
+	unsigned log_n;
 	bool started;
 	bool mark; /* the start being sent goes to it */
 };
@@ -109,7 +113,8 @@ struct lobby_host {
 	bool companies_mode;
 	struct remembered remembered[REMEMBER_MAX];
 	unsigned long long remember_seq;
-	struct ev_timer heal, sweep, serve, reap, roster_soon;
+	struct ev_timer heal, sweep, serve, reap, roster_soon, logs;
+	struct lobby_peerslog *peerslog; /* lobby_peers.log (NULL: could not open) */
 	bool roster_soon_armed;
 	long long last_roster_ms, last_alive_ms;
 	uint8_t alive_token[NP1_TOKEN_LEN];
@@ -817,6 +822,56 @@ static bool set_links(struct lobby_host *h, struct peer *p, const struct lobby_m
 	return true;
 }
 
+/*
+ * lobby.py's log branch: untrusted lines from a peer, written to our disk:
+ * 8 messages a second and 20 MB a session per peer, 64 lines a message,
+ * control characters blanked so a line cannot forge another's tag.
+ */
+static void peer_log(struct lobby_host *h, struct peer *p, const struct lobby_msg_names *lines)
+{
+	long long now = ev_now(h->l->loop);
+	char clean[LOBBY_LOG_LINE_MAX * 4 + 1];
+	size_t n = 0;
+
+	if (now - p->log_win_ms >= 1000) {
+		p->log_win_ms = now;
+		p->log_n = 0;
+	}
+	if (++p->log_n > LOBBY_LOG_MSGS_PER_SEC || p->log_bytes > LOBBY_LOG_BYTES_PEER)
+		return;
+	for (size_t i = 0; i < lines->n && n < LOBBY_LOG_LINES_MSG; i++) {
+		const char *one[1] = {clean};
+		size_t len = lobby_log_clean(lines->v[i], clean, sizeof(clean));
+
+		p->log_bytes += (long long)len + 1;
+		lobby_peerslog_write(h->peerslog, p->name, one, 1);
+		n++;
+	}
+}
+
+/* Our own lines (and --forward-log files) into the merged log. */
+static void flush_own_logs(struct lobby_host *h, bool force)
+{
+	char buf[LOBBY_LOG_BATCH_BYTES * 4 + 256];
+	const char *v[LOBBY_LOG_BATCH_BYTES];
+	size_t n;
+
+	lobby_logfwd_poll(h->l->logfwd);
+	do {
+		n = lobby_logfwd_drain(h->l->logfwd, ev_now(h->l->loop), force, buf, sizeof(buf), v,
+				       sizeof(v) / sizeof(v[0]));
+		lobby_peerslog_write(h->peerslog, h->name, v, n);
+	} while (force && n > 0);
+}
+
+static void on_logs(struct ev_timer *t, void *arg)
+{
+	struct lobby_host *h = arg;
+
+	flush_own_logs(h, false);
+	ev_timer_start(h->l->loop, t, LOBBY_LOG_FLUSH_MS, on_logs, h);
+}
+
 static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_msg *m, bool sealed)
 {
 	struct lobby_host *h = host_of(l);
@@ -908,8 +963,10 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		return;
 	case LOBBY_MSG_MESH_HI:
 		return; /* names are the host's to give */
+	case LOBBY_MSG_LOG:
+		peer_log(h, p, &m->log);
+		return;
 	default:
-		/* Log messages: a later capability. */
 		return;
 	}
 }
@@ -1824,6 +1881,11 @@ static void host_free(struct lobby *l)
 
 	ev_timer_stop(l->loop, &h->heal);
 	ev_timer_stop(l->loop, &h->roster_soon);
+	ev_timer_stop(l->loop, &h->logs);
+	if (h->peerslog != NULL) {
+		flush_own_logs(h, true);
+		lobby_peerslog_close(h->peerslog);
+	}
 	ev_timer_stop(l->loop, &h->sweep);
 	ev_timer_stop(l->loop, &h->serve);
 	ev_timer_stop(l->loop, &h->reap);
@@ -1844,6 +1906,7 @@ static void init_timers(struct lobby_host *h)
 {
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->roster_soon);
+	ev_timer_init(&h->logs);
 	ev_timer_init(&h->sweep);
 	ev_timer_init(&h->serve);
 	ev_timer_init(&h->reap);
@@ -1860,6 +1923,11 @@ static int begin(struct lobby *l, bool keep)
 	h->l = l;
 	randombytes_buf(h->alive_token, sizeof(h->alive_token));
 	init_timers(h);
+	h->peerslog = lobby_peerslog_open(l->cfg.io_dir[0] != '\0' ? l->cfg.io_dir : ".");
+	if (h->peerslog == NULL)
+		log_warn("peers-log-unusable file=%s", LOBBY_PEERS_LOG);
+	else
+		ev_timer_start(l->loop, &h->logs, LOBBY_LOG_FLUSH_MS, on_logs, h);
 	h->peers = htab_new(LOBBY_CAP, sizeof(struct addr_key), sizeof(struct peer));
 	h->rejects = htab_new(REJECT_TRACK, sizeof(struct addr_key), sizeof(long long));
 	if (h->peers == NULL || h->rejects == NULL)

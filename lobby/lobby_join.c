@@ -36,6 +36,7 @@
 #include "frame.h"
 #include "jsonp.h"
 #include "lobby.h"
+#include "lobby_logfwd.h"
 #include "lobby_mesh.h"
 #include "lobby_save.h"
 #include "lobby_xfer.h"
@@ -64,7 +65,7 @@ struct lobby_join {
 	bool racing, connected, welcomed, done, started, is_relay;
 	struct addr host;
 	long long start_ms, last_host_ms, connected_ms;
-	struct ev_timer hello, ping, keepalive, watch;
+	struct ev_timer hello, ping, keepalive, watch, logs;
 	char you[LOBBY_NAME_MAX * 4 + 1];
 	char host_name[LOBBY_NAME_MAX * 4 + 1];
 	/* The nonces seen, oldest overwritten: one seen before is an old
@@ -154,6 +155,39 @@ static void send_join(struct lobby_join *j, bool batches)
 		.rally = l->cfg.fast_off ? 0 : LOBBY_XFER_RALLY_V,
 	};
 	lobby_net_send_msg(l, &j->host, &m);
+}
+
+/* Our log lines (and --forward-log files) to the host, a batch every
+ * 0.5 s once we are in (lobby.py run_client: fwd.drain); force: all that
+ * is left, the last words before we leave. */
+static void send_logs(struct lobby_join *j, bool force)
+{
+	struct lobby *l = j->l;
+	char buf[LOBBY_LOG_BATCH_BYTES * 4 + 256];
+	const char *v[LOBBY_LOG_BATCH_BYTES];
+	struct lobby_msg m;
+	size_t n;
+
+	if (!j->welcomed)
+		return;
+	lobby_logfwd_poll(l->logfwd);
+	do {
+		n = lobby_logfwd_drain(l->logfwd, ev_now(l->loop), force, buf, sizeof(buf), v,
+				       sizeof(v) / sizeof(v[0]));
+		if (n == 0)
+			break;
+		lobby_msg_init(&m, LOBBY_MSG_LOG);
+		m.log = (struct lobby_msg_names){false, n, v};
+		lobby_net_send_msg(l, &j->host, &m);
+	} while (force);
+}
+
+static void on_logs(struct ev_timer *t, void *arg)
+{
+	struct lobby_join *j = arg;
+
+	send_logs(j, false);
+	ev_timer_start(j->l->loop, t, LOBBY_LOG_FLUSH_MS, on_logs, j);
 }
 
 static void send_simple(struct lobby_join *j, enum lobby_msg_type type)
@@ -651,6 +685,7 @@ static bool greeting(struct lobby_join *j, const char *version, const char *tl, 
 		if (!version_ok(j, version))
 			return false;
 		j->welcomed = true;
+		ev_timer_start(l->loop, &j->logs, LOBBY_LOG_FLUSH_MS, on_logs, j);
 		lobby_ipc_status(l, "connected", "joined the host");
 		lobby_ipc_state(l, "state", json_object_new_string("connected"));
 	}
@@ -872,11 +907,14 @@ static void quit(struct lobby *l)
 
 	if (j->done)
 		return;
-	if (j->connected)
+	/* The status first: its log line rides the last words. */
+	lobby_ipc_status(l, "failed", "left lobby");
+	if (j->connected) {
+		send_logs(j, true);
 		send_simple(j, LOBBY_MSG_LEAVE);
+	}
 	j->done = true;
 	lobby_rv_knock_stop(l);
-	lobby_ipc_status(l, "failed", "left lobby");
 	lobby_exit(l, 0);
 }
 
@@ -1099,6 +1137,7 @@ static void join_free(struct lobby *l)
 	ev_timer_stop(l->loop, &j->ping);
 	ev_timer_stop(l->loop, &j->keepalive);
 	ev_timer_stop(l->loop, &j->watch);
+	ev_timer_stop(l->loop, &j->logs);
 	free(j->last_roster);
 	free(j->manifest_key);
 	lobby_xrecv_free(j->xrecv);
@@ -1172,6 +1211,7 @@ static int start(struct lobby *l, const struct joincode *code)
 	ev_timer_init(&j->keepalive);
 	ev_timer_init(&j->watch);
 	ev_timer_init(&j->up_reap);
+	ev_timer_init(&j->logs);
 	randombytes_buf(j->token, sizeof(j->token));
 	if (code->has_secret) {
 		uint8_t key[SEAL_KEY_LEN];

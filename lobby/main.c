@@ -28,6 +28,7 @@
 #include "joincode.h"
 #include "lobby.h"
 #include "lobby_relay.h"
+#include "lobby_logfwd.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
 #include "log.h"
@@ -69,9 +70,9 @@ static const char usage[] =
 	"                              7773, joiner the first free of 7774-7805;\n"
 	"                              0 = any)\n"
 	"    --game-local-port PORT    the game's own port (default 7771)\n"
-	"    --forward-log PATH        accepted, repeatable (log forwarding is not\n"
-	"                              built yet)\n"
-	"    --no-mesh                 star only (this lobby never meshes yet)\n"
+	"    --forward-log PATH        also ship this file's new lines to the host's\n"
+	"                              lobby_peers.log (repeatable, 16 at most)\n"
+	"    --no-mesh                 a star joiner: no direct links to the others\n"
 	"    --companies               start in companies mode\n"
 	"    --relay-only              dedicated relay lobby: no player here, the\n"
 	"                              oldest player leads (docs/lobby.md)\n"
@@ -193,6 +194,24 @@ static void set_fast(void *ctx, const char *s)
 		daemon_die_usage("--fast-transfer %s: on or off", s);
 }
 
+static void add_forward_log(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+	size_t max = sizeof(c->forward_log) / sizeof(c->forward_log[0]);
+
+	if (c->nforward_log == max)
+		daemon_die_usage("--forward-log %s: %zu files at most", s, max);
+	if (s[0] == '\0')
+		daemon_die_usage("--forward-log: a path is needed");
+	c->forward_log[c->nforward_log++] = s;
+}
+
+/* Every log line into the forwarder (the tap runs on any thread). */
+static void tap_line(const char *text, size_t len, void *arg)
+{
+	lobby_logfwd_add(arg, text, len, NULL);
+}
+
 static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg *c)
 {
 	struct daemon_flag flags[] = {
@@ -208,7 +227,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("rendezvous", set_rendezvous, c),
 		DAEMON_NUM("game-relay-port", &c->game_relay_port, 0, 65535, 1),
 		DAEMON_NUM("game-local-port", &c->game_local_port, 1, 65535, 1),
-		DAEMON_IGNORE_ARG("forward-log"),
+		DAEMON_FN("forward-log", add_forward_log, c),
 		DAEMON_BOOL("no-mesh", &c->no_mesh),
 		DAEMON_BOOL("companies", &c->companies),
 		/* netpunch's for what comes later: refused clearly */
@@ -536,6 +555,10 @@ int main(int argc, char **argv)
 	if (d->check)
 		return check_config(&l->cfg);
 	daemon_start(d);
+	/* Players share these logs: public IPv4 hosts masked, as netpunch's
+	 * (TPF2MP_LOG_IPS=1 shows them). */
+	log_set_redact(getenv("TPF2MP_LOG_IPS") == NULL ||
+		       strcmp(getenv("TPF2MP_LOG_IPS"), "1") != 0);
 	if (l->cfg.mode == LOBBY_MODE_CODE || l->cfg.mode == LOBBY_MODE_PUT_SAVE) {
 		r = l->cfg.mode == LOBBY_MODE_CODE ? cmd_code(&l->cfg) : cmd_put_save(&l->cfg);
 		daemon_free(d);
@@ -557,6 +580,10 @@ int main(int argc, char **argv)
 		r = DAEMON_EXIT_OK;
 		goto out;
 	}
+	l->logfwd = lobby_logfwd_new(l->cfg.forward_log, l->cfg.nforward_log);
+	if (l->logfwd == NULL)
+		log_fatal("logfwd-init-fail");
+	log_set_tap(tap_line, l->logfwd);
 	r = lobby_ipc_new(l);
 	if (r < 0) {
 		errno = -r;
@@ -615,6 +642,8 @@ int main(int argc, char **argv)
 out:
 	lobby_rv_free(l->rv);
 	lobby_role_free(l);
+	log_set_tap(NULL, NULL);
+	lobby_logfwd_free(l->logfwd);
 	lobby_xprog_free(l);
 	lobby_observe_free(l->obs);
 	lobby_game_free(l->game);

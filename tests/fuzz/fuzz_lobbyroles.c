@@ -161,6 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)!truncate(path, 0);
 		snprintf(path, sizeof(path), "%s/joiner/lobby_out.jsonl", dir);
 		(void)!truncate(path, 0);
+		snprintf(path, sizeof(path), "%s/host/lobby_peers.log", dir);
+		(void)!truncate(path, 0);
 	}
 	return 0;
 }

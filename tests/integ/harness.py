@@ -782,7 +782,7 @@ class Lobby(Proc):
     unless asked, and only loopback candidates (--lan-ip 127.0.0.1)."""
 
     def __init__(self, env, role, code=None, name="player", args=(), loopback=True,
-                 wait_ready=True, proc_name=None, argv_prefix=(), io=None):
+                 wait_ready=True, proc_name=None, argv_prefix=(), io=None, log_ips=True):
         self.role = role
         self.io = io or os.path.join(env.dir, "io-%s-%d" % (proc_name or name, len(env.procs)))
         os.makedirs(self.io, exist_ok=True)
@@ -800,7 +800,10 @@ class Lobby(Proc):
         argv += list(args)
         # stdout (CODE=) and stderr are read separately.
         self.stdout_lines = []
-        super().__init__(env, proc_name or ("lobby-" + name), argv, merge_stdout=False)
+        # Tests read addresses in the logs: unmasked (TPF2MP_LOG_IPS=1), as
+        # netpunch's own test wrapper has them, unless log_ips=False.
+        super().__init__(env, proc_name or ("lobby-" + name), argv, merge_stdout=False,
+                         extra_env={"TPF2MP_LOG_IPS": "1"} if log_ips else None)
         self.out_thread = threading.Thread(target=self._read_stdout, daemon=True)
         self.out_thread.start()
         self.udp_port = self.game_port = None
@@ -914,3 +917,39 @@ class Bridge(Proc):
             if m:
                 out["rtt"] = {"p50": int(m.group(1)), "p99": int(m.group(2)), "n": int(m.group(3))}
         return out
+
+
+PEER_BIN = os.path.join(BUILD, "tools", "lobby-peer")
+
+
+class Peer(Proc):
+    """tools/lobby-peer: a scripted joiner. Its stdout lines are JSON (one
+    per datagram received) once "connected" is printed; script() feeds it
+    lines on stdin."""
+
+    def __init__(self, env, code, name="mallory"):
+        super().__init__(env, name, [PEER_BIN, code], stdin=subprocess.PIPE)
+        self.seen = 0
+        self.parsed = []
+        self.plock = threading.Lock()
+        self.wait_line(r"^connected$", timeout=10)
+
+    def script(self, *lines):
+        self.p.stdin.write("".join(json.dumps(ln) + "\n" for ln in lines).encode())
+        self.p.stdin.flush()
+
+    def send(self, obj):
+        self.script({"send": obj})
+
+    def msgs(self, pred=lambda m: True):
+        """The lobby messages received so far (parsed once each)."""
+        with self.plock:
+            out = self.output()
+            for ln in out[self.seen:]:
+                if ln.startswith("{\"msg\": "):
+                    self.parsed.append(json.loads(ln)["msg"])
+            self.seen = len(out)
+            return [m for m in self.parsed if pred(m)]
+
+    def bad(self):
+        return [ln for ln in self.output() if ln.startswith("{\"bad\": ")]

@@ -27,9 +27,8 @@ import subprocess
 import threading
 import time
 
-from harness import BUILD, Lobby, Proc, check, run, wait_for
+from harness import BUILD, Lobby, Peer, Proc, check, run, wait_for
 
-PEER_BIN = os.path.join(BUILD, "tools", "lobby-peer")
 VERSION = "0.6.1.24"
 MiB = 1 << 20
 SAVE_BYTES = 32 * MiB
@@ -49,39 +48,6 @@ def vm_rss_kib(pid):
             if ln.startswith("VmRSS:"):
                 return int(ln.split()[1])
     raise AssertionError("no VmRSS for %d" % pid)
-
-
-class Peer(Proc):
-    """tools/lobby-peer: a scripted joiner. Its stdout lines are JSON (one
-    per datagram received) once "connected" is printed; script() feeds it
-    lines on stdin."""
-
-    def __init__(self, env, code, name="mallory"):
-        super().__init__(env, name, [PEER_BIN, code], stdin=subprocess.PIPE)
-        self.seen = 0
-        self.parsed = []
-        self.plock = threading.Lock()
-        self.wait_line(r"^connected$", timeout=10)
-
-    def script(self, *lines):
-        self.p.stdin.write("".join(json.dumps(ln) + "\n" for ln in lines).encode())
-        self.p.stdin.flush()
-
-    def send(self, obj):
-        self.script({"send": obj})
-
-    def msgs(self, pred=lambda m: True):
-        """The lobby messages received so far (parsed once each)."""
-        with self.plock:
-            out = self.output()
-            for ln in out[self.seen:]:
-                if ln.startswith("{\"msg\": "):
-                    self.parsed.append(json.loads(ln)["msg"])
-            self.seen = len(out)
-            return [m for m in self.parsed if pred(m)]
-
-    def bad(self):
-        return [ln for ln in self.output() if ln.startswith("{\"bad\": ")]
 
 
 def transfer_events(host, peer, state=None):
