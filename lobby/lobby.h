@@ -17,7 +17,10 @@
  *   lobby_logfwd.c   log lines to the host, its merged lobby_peers.log
  * and the roles, each behind struct lobby_role (nothing else names a
  * role's functions):
- *   lobby_host.c     the host's session: joins, roster, chat, start
+ *   lobby_host.c     the host's session: joins, roster, chat, start; also
+ *                    the dedicated relay lobby's (lobby_relay_role)
+ *   lobby_relay.c    what a relay lobby does beyond a host: the leader,
+ *                    the stored world and its upload, the state files
  *   lobby_join.c     the joiner: the race, join, version check, session
  *   lobby_mesh.c     a mesh joiner's direct links to the other joiners
  * over the pure codecs lobby_msg.h (peer messages) and lobby_ipcmsg.h (the
@@ -65,7 +68,13 @@ struct strbuf;
 #define LOBBY_RV_HTTP_TIMEOUT_MS  (6000)
 #define LOBBY_PUBLISH_EVERY_MS    (10000)
 
-enum lobby_mode { LOBBY_MODE_HOST, LOBBY_MODE_JOIN, LOBBY_MODE_CODE, LOBBY_MODE_OBSERVE };
+enum lobby_mode {
+	LOBBY_MODE_HOST,
+	LOBBY_MODE_JOIN,
+	LOBBY_MODE_CODE,
+	LOBBY_MODE_OBSERVE,
+	LOBBY_MODE_PUT_SAVE
+};
 
 struct lobby_stun_server {
 	char host[256];
@@ -95,6 +104,9 @@ struct lobby_cfg {
 	const char *forward_log[16];
 	size_t nforward_log;
 	bool companies;       /* start in companies mode */
+	bool relay_only;      /* --relay-only: the dedicated relay lobby */
+	bool dedicated;       /* --dedicated: the code's secret kept across restarts */
+	char put_save[4096];  /* put-save SAVE */
 	unsigned max_players; /* LOBBY_CAP; tests lower it */
 	uint64_t max_save;    /* bytes a joiner takes at most (--max-save) */
 	bool bulk_off;        /* --bulk-tcp off: no TCP side channel offered */
@@ -129,8 +141,8 @@ struct lobby_advert {
 
 /*
  * A role of the lobby: what main, IPC, the game socket, the lobby socket
- * and the rendezvous call. main.c picks one (host or joiner; the dedicated
- * relay lobby will be a third); nothing outside a role's own file names
+ * and the rendezvous call. main.c picks one (host, joiner, or the
+ * dedicated relay lobby); nothing outside a role's own file names
  * its functions. Every hook gets the lobby; the role keeps its state in
  * l->role_data. Hooks a role has no use for may be NULL.
  */
@@ -183,6 +195,7 @@ struct lobby_role {
 
 extern const struct lobby_role lobby_host_role;
 extern const struct lobby_role lobby_join_role;
+extern const struct lobby_role lobby_relay_role;
 
 /* l->role's state and start (lobby_role.c); 0 or -errno. */
 int lobby_role_start(struct lobby *l, const struct joincode *code);

@@ -11,6 +11,12 @@
  * on quit. Game frames from the bridge go to every joiner; a joiner's
  * frames are delivered locally and forwarded to the others (star).
  *
+ * The same session runs the dedicated relay lobby (lobby_relay_role,
+ * --relay-only): no player of its own, the oldest player leads, and
+ * lobby_relay.c has what else a relay does (lobby_relay.h). One session
+ * with a relay's hooks rather than a copy of it: joins, rosters, chat,
+ * envelopes and save rounds are the same code for both.
+ *
  * The game beside us sees what netpunch's run_host shows it: a roster
  * event only when the players or their companies changed (or a stage
  * text), lobby_state.json rewritten with every roster event, statuses as
@@ -31,6 +37,7 @@
 #include "lobby.h"
 #include "lobby_bulk.h"
 #include "lobby_dual.h"
+#include "lobby_relay.h"
 #include "lobby_logfwd.h"
 #include "lobby_xfer.h"
 #include "log.h"
@@ -137,6 +144,12 @@ struct lobby_host {
 	struct lobby_msg_entry profiles[LOBBY_CAP];
 	struct lobby_msg_link links[LOBBY_CAP];
 	size_t nnames;
+	/* The relay lobby's own state (NULL: a host), and the letters its
+	 * rosters carry. */
+	struct lobby_relay *relay;
+	bool dedicated; /* --dedicated: the code's secret is kept */
+	struct lobby_msg_entry letters[LOBBY_CAP];
+	char letter_buf[LOBBY_CAP][LOBBY_RELAY_LETTER_SZ];
 };
 
 static struct lobby_host *host_of(const struct lobby *l)
@@ -202,7 +215,8 @@ static void unique_name(struct lobby_host *h, const char *want, const struct pee
 
 static bool company_taken(struct lobby_host *h, int id, const struct peer *except)
 {
-	if (id == h->company)
+	/* A relay has no company of its own. */
+	if (h->relay == NULL && id == h->company)
 		return true;
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		if (p != except && p->company == id)
@@ -230,11 +244,17 @@ static struct remembered *remembered_get(struct lobby_host *h, const char *name)
 	return NULL;
 }
 
-/* Remembers name's company; the longest unused name makes room. */
+/* Remembers name's company; the longest unused name makes room. A relay
+ * keeps them in relay_companies.json. */
 static void remember(struct lobby_host *h, const char *name, int company)
 {
-	struct remembered *r = remembered_get(h, name);
+	struct remembered *r;
 
+	if (h->relay != NULL) {
+		lobby_relay_remember_chip(h->relay, name, company);
+		return;
+	}
+	r = remembered_get(h, name);
 	if (r == NULL) {
 		r = &h->remembered[0];
 		for (size_t i = 0; i < REMEMBER_MAX && r->seq != 0; i++) {
@@ -258,6 +278,11 @@ static int assign_company(struct lobby_host *h, const struct peer *p)
 
 	if (!h->companies_mode)
 		return HOST_COMPANY;
+	if (h->relay != NULL) {
+		int id = lobby_relay_chip(h->relay, p->name);
+
+		return id > 0 && !company_taken(h, id, p) ? id : free_company(h, p);
+	}
 	r = remembered_get(h, p->name);
 	if (r != NULL && !company_taken(h, r->company, p))
 		return r->company;
@@ -268,6 +293,29 @@ static int assign_company(struct lobby_host *h, const struct peer *p)
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Players in the lobby: the joiners, and a host (a relay is none). */
+static size_t players(const struct lobby_host *h)
+{
+	return htab_count(h->peers) + (h->relay == NULL ? 1 : 0);
+}
+
+/* The relay's leader: the oldest player. */
+static struct peer *leader(const struct lobby_host *h)
+{
+	return h->relay != NULL ? first(h) : NULL;
+}
+
+/* The roster's host: ours, or on a relay the leader's ("" when empty). */
+static const char *host_name(const struct lobby_host *h)
+{
+	const struct peer *p;
+
+	if (h->relay == NULL)
+		return h->name;
+	p = leader(h);
+	return p != NULL ? p->name : "";
 }
 
 /* ---- messages ---- */
@@ -281,15 +329,18 @@ static void build_lists(struct lobby_host *h, struct lobby_msg_names *players,
 	/* lobby.py's orders: companies the host first, then the joiners in
 	 * join order; stages the joiners, then the host; players sorted. */
 	h->nnames = 0;
-	h->names[h->nnames++] = h->name;
-	h->companies[nc++] = (struct lobby_msg_entry){h->name, NULL, h->company};
+	/* A relay is no player: not in the lists (lobby.py relay_only). */
+	if (h->relay == NULL) {
+		h->names[h->nnames++] = h->name;
+		h->companies[nc++] = (struct lobby_msg_entry){h->name, NULL, h->company};
+	}
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		h->names[h->nnames++] = p->name;
 		h->companies[nc++] = (struct lobby_msg_entry){p->name, NULL, p->company};
 		if (p->stage[0] != '\0')
 			h->stages[ns++] = (struct lobby_msg_entry){p->name, p->stage, 0};
 	}
-	if (h->stage[0] != '\0')
+	if (h->stage[0] != '\0' && h->relay == NULL)
 		h->stages[ns++] = (struct lobby_msg_entry){h->name, h->stage, 0};
 	qsort(h->names, h->nnames, sizeof(h->names[0]), cmp_str);
 	*players = (struct lobby_msg_names){false, h->nnames, h->names};
@@ -307,10 +358,10 @@ static void send_welcome(struct lobby_host *h, struct peer *p)
 		.version = l->cfg.protocol_version,
 		.transport_lobby = h->transport_lobby,
 		.you = p->name,
-		.host = h->name,
+		.host = host_name(h),
 		.recovery = 0,
 		.lobby = l->cfg.lobby_name,
-		.relay = false,
+		.relay = h->relay != NULL,
 		.mods = h->mods_unknown ? NULL : "[]",
 		.mods_unknown = h->mods_unknown,
 	};
@@ -338,14 +389,29 @@ static int encode_roster(struct lobby_host *h, bool started, struct strbuf *b)
 	r->version = l->cfg.protocol_version;
 	r->transport_lobby = h->transport_lobby;
 	r->recovery = 0;
-	r->host = h->name;
+	r->host = host_name(h);
 	r->lobby = l->cfg.lobby_name;
-	r->relay = false;
+	r->relay = h->relay != NULL;
 	r->mods = h->mods_unknown ? NULL : "[]";
 	r->mods_unknown = h->mods_unknown;
 	r->stored_age = (struct lobby_msg_num){.present = true, .i = -1};
 	r->stored_max = (struct lobby_msg_num){.present = true, .i = -1};
 	r->letters.null = true;
+	if (h->relay != NULL) {
+		size_t n = 0;
+
+		/* lobby.py: stored_age, stored_max 180 and every player's
+		 * letter, in join order. */
+		r->stored_age.i = lobby_relay_stored_age(h->relay);
+		r->stored_max.i = LOBBY_RELAY_STORED_MAX_S;
+		for (struct peer *q = first(h); q != NULL && n < LOBBY_CAP; q = next(h, q)) {
+			h->letters[n] = (struct lobby_msg_entry){
+				q->name, lobby_relay_letter(h->relay, q->name, h->letter_buf[n]),
+				0};
+			n++;
+		}
+		r->letters = (struct lobby_msg_dict){false, n, h->letters};
+	}
 	r->started = started;
 	r->start_save = h->start_save;
 	r->profiles = (struct lobby_msg_dict){false, np, h->profiles};
@@ -367,10 +433,10 @@ static void emit_roster(struct lobby_host *h)
 
 	build_lists(h, &r->players, &r->companies, &r->stages);
 	r->you = h->name;
-	r->host = h->name;
+	r->host = host_name(h);
 	r->lobby = l->cfg.lobby_name;
 	r->has_relay = true;
-	r->relay = false;
+	r->relay = h->relay != NULL;
 	r->mode = mode_name(h);
 	r->join_freeze = false;
 	lobby_ipc_emit(l, &e);
@@ -383,7 +449,7 @@ static void emit_roster(struct lobby_host *h)
 	json_object_object_add(st, "code", json_object_new_string(h->code));
 	json_object_object_add(st, "players", arr);
 	json_object_object_add(st, "you", json_object_new_string(h->name));
-	json_object_object_add(st, "host", json_object_new_string(h->name));
+	json_object_object_add(st, "host", json_object_new_string(host_name(h)));
 	json_object_object_add(st, "started", json_object_new_boolean(h->started));
 	json_object_object_add(st, "lobby", json_object_new_string(l->cfg.lobby_name));
 	json_object_object_add(st, "companies", comp);
@@ -412,7 +478,7 @@ static void send_roster_packets(struct lobby_host *h)
 			done[k] = true;
 			ok[k] = encode_roster(h, p->started, &enc[k]) == 0;
 			if (!ok[k])
-				log_warnx("roster-too-big players=%zu", htab_count(h->peers) + 1);
+				log_warnx("roster-too-big players=%zu", players(h));
 		}
 		if (ok[k]) {
 			lobby_net_send_app(h->l, &p->addr, (const uint8_t *)enc[k].p, enc[k].len);
@@ -483,7 +549,12 @@ static char *roster_key(struct lobby_host *h)
 	char num[24];
 
 	build_lists(h, &players, &companies, &stages);
-	strbuf_init(&b, (size_t)LOBBY_CAP * (sizeof(h->name) + sizeof(num)) + 1);
+	strbuf_init(&b, (size_t)(LOBBY_CAP + 1) * (sizeof(h->name) + sizeof(num)) + 1);
+	/* On a relay a new leader is news too. */
+	if (h->relay != NULL) {
+		strbuf_append(&b, host_name(h), strlen(host_name(h)));
+		strbuf_append(&b, "\x1d", 1);
+	}
 	/* Names have no control characters (lobby_msg_clean): \x1f and \x1e
 	 * separate. Players are sorted and unique, so this is sorted too. */
 	for (size_t i = 0; i < h->nnames; i++) {
@@ -578,6 +649,7 @@ static void send_reject(struct lobby *l, const struct addr *to, const char *reas
 /* ---- requests ---- */
 
 static void drop_peer(struct lobby_host *h, struct peer *p, const char *why);
+static bool set_mode(struct lobby_host *h, const char *mode);
 
 static void do_join(struct lobby_host *h, const struct addr *from, const struct lobby_msg_join *jm)
 {
@@ -641,15 +713,18 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	/* The dual TCP link: ours dialled now, the joiner's hello bound. */
 	lobby_dual_peer_up(l, &p->addr, p->name, h->name);
 	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
-		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company,
-		 htab_count(h->peers) + 1);
+		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company, players(h));
 	send_welcome(h, p);
+	/* A relay's letter, and what a newcomer is told of the world (before
+	 * the roster, as lobby.py do_join does). */
+	if (h->relay != NULL)
+		lobby_relay_joined(h->relay, &p->addr, p->name, created, p == leader(h));
 	roster_changed(h);
 	/* The budget may hold the others' rosters back; not the newcomer's. */
 	if (created && h->roster_soon_armed)
 		send_roster_to(h, p);
 	lobby_rv_peer_seen(l, from);
-	if (created && h->started) {
+	if (created && h->started && h->relay == NULL) {
 		struct lobby_msg st;
 
 		/* A late player: the host's game is already running. */
@@ -664,6 +739,7 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 {
 	char a[ADDR_STRLEN];
 	struct addr gone = p->addr;
+	bool led = p == leader(h);
 
 	log_info("peer-gone peer=%s name=\"%s\" reason=%s", addr_str(&p->addr, a, sizeof(a)),
 		 p->name, why);
@@ -673,6 +749,14 @@ static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
 	free(p->linkv);
 	htab_remove(h->peers, p);
 	lobby_dual_peer_gone(h->l, &gone);
+	if (h->relay != NULL) {
+		lobby_relay_left(h->relay, &gone, led, htab_count(h->peers) == 0);
+		/* The last one out closes the session (the world stays). */
+		if (htab_count(h->peers) == 0) {
+			h->started = false;
+			h->start_save = false;
+		}
+	}
 	if (h->xfer != NULL)
 		lobby_xsend_peer_gone(h->xfer, &gone);
 	roster_changed(h);
@@ -805,6 +889,8 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 	}
 	if (p == NULL)
 		return; /* everything else needs a joined peer */
+	if (h->relay != NULL && lobby_relay_on_msg(h->relay, from, p->name, p == leader(h), m))
+		return;
 	switch (m->type) {
 	case LOBBY_MSG_PING:
 		/* last_ms is refreshed by every authenticated payload */
@@ -843,11 +929,33 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		}
 		return;
 	case LOBBY_MSG_COMPANY:
-		/* A joiner may set its own company only (no player: its own). */
-		if ((m->company.player == NULL || strcmp(m->company.player, p->name) == 0) &&
-		    m->company.id >= 1 && m->company.id <= LOBBY_CAP) {
+		/* A joiner may set its own company only (no player: its own);
+		 * on a relay the leader stands in for the host: anyone's. */
+		if (m->company.id < 1 || m->company.id > LOBBY_CAP)
+			return;
+		if (m->company.player == NULL || strcmp(m->company.player, p->name) == 0) {
 			p->company = (int)m->company.id;
 			remember(h, p->name, p->company);
+			roster_changed(h);
+		} else if (p == leader(h) && peer_named(h, m->company.player) != NULL) {
+			struct peer *q = peer_named(h, m->company.player);
+
+			q->company = (int)m->company.id;
+			remember(h, q->name, q->company);
+			log_info("company name=\"%s\" id=%d by-leader=\"%s\"", q->name, q->company,
+				 p->name);
+			roster_changed(h);
+		} else {
+			log_info("company-refused name=\"%s\" target=\"%s\" reason=\"only the "
+				 "leader "
+				 "may\"",
+				 p->name, m->company.player);
+		}
+		return;
+	case LOBBY_MSG_MODE:
+		/* The lobby's mode: on a relay the leader's to set. */
+		if (p == leader(h) && set_mode(h, m->mode)) {
+			log_info("mode mode=%s by-leader=\"%s\"", mode_name(h), p->name);
 			roster_changed(h);
 		}
 		return;
@@ -891,16 +999,29 @@ static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const
 
 static bool on_payload(struct lobby *l, const struct addr *from, bool sealed)
 {
+	struct lobby_host *h = host_of(l);
 	struct peer *p;
 
-	/* In a sealed session nothing plain is accepted from joiners. */
+	/* In a sealed session nothing plain is accepted from joiners, but on
+	 * a relay the leader's upload: its chunks travel in clear (netpunch's
+	 * BULK_PLAIN; their hashes guard them). Plain says nothing of who sent
+	 * it, so it refreshes nobody. */
 	if (l->sealer != NULL && !sealed)
-		return false;
-	p = peer_get(host_of(l), from);
+		return h->relay != NULL && leader(h) != NULL && addr_equal(&leader(h)->addr, from);
+	p = peer_get(h, from);
 	if (p != NULL)
 		p->last_ms = ev_now(l->loop);
 	lobby_rv_peer_seen(l, from);
 	return true;
+}
+
+/* A game frame to one player. */
+static void frame_to(struct lobby_host *h, const struct peer *p, const uint8_t *frame, size_t len)
+{
+	int dlen = lobby_net_frame_build(h->l, frame, len);
+
+	if (dlen > 0)
+		lobby_net_frame_send(h->l, &p->addr, (size_t)dlen);
 }
 
 /* A game frame to every joiner but one (NULL: all), sealed once. */
@@ -927,11 +1048,34 @@ static void on_game(struct lobby *l, const struct addr *from, const uint8_t *fra
 	(void)sealed;
 	if (p == NULL)
 		return;
+	if (h->relay != NULL) {
+		struct peer *lead = leader(h);
+
+		/* No game here. A mesh joiner sends its plain frame to "the
+		 * host", which on a relay means the leader (lobby.py); a star
+		 * joiner's goes to everyone else. */
+		if (!p->mesh)
+			frame_to_joiners(h, p, frame, len);
+		else if (lead != NULL && lead != p)
+			frame_to(h, lead, frame, len);
+		return;
+	}
 	lobby_game_deliver(l, frame, len);
 	/* A star joiner's frame goes on to every other joiner; a mesh
 	 * joiner sends its own to each. */
 	if (!p->mesh)
 		frame_to_joiners(h, p, frame, len);
+}
+
+/* A save chunk: on a relay, the leader's upload (lobby_relay). */
+static void on_chunk(struct lobby *l, const struct addr *from, const uint8_t *p, size_t len,
+		     bool sealed)
+{
+	struct lobby_host *h = host_of(l);
+
+	(void)sealed;
+	if (h->relay != NULL && peer_get(h, from) != NULL)
+		lobby_relay_on_chunk(h->relay, from, p, len);
 }
 
 /*
@@ -955,6 +1099,8 @@ static void on_envelope(struct lobby *l, const struct addr *from, const uint8_t 
 	if (peer_get(h, from) == NULL || mesh_env_parse(env, len, to, frm, &inner, &ilen) < 0)
 		return;
 	game = ilen >= 1 && inner[0] == 'g' && ilen - 1 <= NP1_GAME_MAX;
+	if (strcmp(to, h->name) == 0 && h->relay != NULL)
+		return; /* a relay is no player: nothing for it */
 	if (strcmp(to, h->name) == 0) {
 		if (game)
 			lobby_game_deliver(l, inner + 1, ilen - 1);
@@ -1094,8 +1240,10 @@ static void start_game(struct lobby_host *h, bool save)
 	}
 	lobby_ipc_emit(l, &e);
 	lobby_ipc_state(l, "started", json_object_new_boolean(true));
-	log_info("start save=%s peers=%zu players=%zu", save ? "true" : "false", n,
-		 htab_count(h->peers) + 1);
+	/* The leader's upload is out now (lobby.py broadcast_start). */
+	if (h->relay != NULL && save)
+		lobby_relay_distributed(h->relay);
+	log_info("start save=%s peers=%zu players=%zu", save ? "true" : "false", n, players(h));
 	/* The started flags ride the rosters (the heal would in 2 s); the
 	 * game beside us saw the start, not a roster. */
 	send_roster_packets(h);
@@ -1222,11 +1370,15 @@ static void xfer_resolved(struct lobby *l)
 		for (struct peer *p = first(h); p != NULL; p = next(h, p))
 			p->mark = false;
 		lobby_ipc_status(l, "failed", detail);
-	} else if (done == 0) {
+	} else if (done == 0 && !(h->relay != NULL && lobby_relay_leader_holds(h->relay))) {
 		lobby_ipc_status(l, "connected",
 				 "no players to share with -- wait for a player to join, then "
 				 "press START GAME");
 	} else {
+		/* The leader that uploaded this save has it (lobby.py: "the
+		 * uploader has the save it sent"). */
+		if (h->relay != NULL && lobby_relay_leader_holds(h->relay) && leader(h) != NULL)
+			leader(h)->mark = true;
 		log_info("xfer-resolved starting=%zu", done);
 		start_game(h, true);
 	}
@@ -1250,12 +1402,15 @@ static void mods_unknown_note(struct lobby_host *h, const char *path)
 }
 
 /* lobby.py begin_save_transfer: to every peer not already started in a
- * started session. */
-static void begin_save_transfer(struct lobby_host *h, const char *path)
+ * started session; on a relay to every one not started, the leader only
+ * with include_leader (the resume: the leader receives the stored world
+ * like anyone; an upload: the leader has it). */
+static void share(struct lobby_host *h, const char *path, bool include_leader)
 {
 	struct lobby *l = h->l;
 	struct lobby_xsend_target t[LOBBY_CAP];
 	char err[PATH_MAX + 64], detail[PATH_MAX + 256];
+	struct peer *lead = leader(h);
 	size_t n = 0;
 
 	if (path != h->last_shared)
@@ -1271,11 +1426,27 @@ static void begin_save_transfer(struct lobby_host *h, const char *path)
 		return;
 	}
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
-		if (h->started && p->started)
+		if (h->relay != NULL ? p->started || (p == lead && !include_leader)
+				     : h->started && p->started)
 			continue;
 		t[n].addr = p->addr;
 		t[n].rally = p->rally;
 		t[n++].name = p->name;
+	}
+	if (n == 0 && h->relay != NULL && h->started) {
+		/* The leader's periodic upload: everyone plays already, the
+		 * copy is just kept (a start again made every panel flash). */
+		log_info("relay-stored reason=\"nobody is waiting for it\"");
+		lobby_relay_distributed(h->relay);
+		return;
+	}
+	if (n == 0 && h->relay != NULL) {
+		/* The leader alone, with the save it uploaded: it starts. */
+		log_info("relay-stored reason=\"nobody else is waiting\" then=start");
+		if (lead != NULL)
+			lead->mark = true;
+		start_game(h, true);
+		return;
 	}
 	if (n == 0) {
 		log_info("xfer-nothing-to-push reason=\"everyone already has this save\"");
@@ -1295,6 +1466,11 @@ static void begin_save_transfer(struct lobby_host *h, const char *path)
 		 "If your game refuses the save, install the host's mods by hand.",
 		 lobby_role_basename(path));
 	send_chat(h, "MULTIPLAYER", detail);
+}
+
+static void begin_save_transfer(struct lobby_host *h, const char *path)
+{
+	share(h, path, false);
 }
 
 /* lobby.py _mod_check: false (and said, the chat once a minute per path)
@@ -1403,6 +1579,17 @@ static void on_serve(struct ev_timer *t, void *arg)
 	size_t waiting = 0;
 
 	ev_timer_start(h->l->loop, t, 1000, on_serve, h);
+	if (h->relay != NULL) {
+		/* A relay serves its stored world, while it is fresh, and not
+		 * while the leader itself waits (it uploads the next). */
+		const char *stored = lobby_relay_stored_path(h->relay);
+		struct peer *lead = leader(h);
+
+		if (!h->started || h->xfer != NULL || stored == NULL || lead == NULL ||
+		    !lobby_relay_may_serve(h->relay, !lead->started))
+			return;
+		snprintf(h->last_shared, sizeof(h->last_shared), "%s", stored);
+	}
 	if (!h->started || h->xfer != NULL || h->last_shared[0] == '\0')
 		return;
 	for (struct peer *p = first(h); p != NULL; p = next(h, p))
@@ -1457,12 +1644,14 @@ static bool taken_before(struct lobby_host *h, const struct peer *p, int id)
 /*
  * lobby.py set_mode and assign_by_mode: coop puts everyone on company 1;
  * companies keeps the host on 1 and gives each joiner, in join order, its
- * own id when it is free, else the lowest free one. False when the mode
- * was already that one.
+ * own id when it is free, else the lowest free one (a relay has no company
+ * of its own: its leader may keep 1). False when the mode was already that
+ * one.
  */
 static bool set_mode(struct lobby_host *h, const char *mode)
 {
 	bool companies = mode != NULL && strcmp(mode, "companies") == 0;
+	int own = h->relay != NULL ? 0 : HOST_COMPANY;
 
 	if (companies == h->companies_mode)
 		return false;
@@ -1471,9 +1660,9 @@ static bool set_mode(struct lobby_host *h, const char *mode)
 	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
 		int id = companies ? p->company : HOST_COMPANY;
 
-		if (companies && (id == HOST_COMPANY || taken_before(h, p, id))) {
+		if (companies && (id == own || taken_before(h, p, id))) {
 			for (id = 1; id < LOBBY_CAP; id++) {
-				if (id != HOST_COMPANY && !taken_before(h, p, id))
+				if (id != own && !taken_before(h, p, id))
 					break;
 			}
 		}
@@ -1576,6 +1765,11 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		lobby_role_note(l, c->text);
 		return;
 	case LOBBY_CMD_START:
+		if (h->relay != NULL) {
+			log_info("ipc-command-ignored cmd=start reason=\"on a relay the leader "
+				 "starts\"");
+			return;
+		}
 		if (h->xfer != NULL) {
 			/* A save start waits for the round to end (a later one
 			 * replaces it); one without a save is dropped. */
@@ -1601,7 +1795,11 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 
 static void game_frame(struct lobby *l, const uint8_t *frame, size_t len)
 {
-	frame_to_joiners(host_of(l), NULL, frame, len);
+	struct lobby_host *h = host_of(l);
+
+	/* A relay runs no game: a bridge beside it is nobody's. */
+	if (h->relay == NULL)
+		frame_to_joiners(h, NULL, frame, len);
 }
 
 /* ---- start ---- */
@@ -1660,7 +1858,10 @@ static void observed(struct lobby *l, void *arg)
 	/* The bulk TCP listener on our UDP port's number (netpunch's). */
 	if (!l->cfg.bulk_off)
 		h->bulk = lobby_bulk_listen(l, lobby_net_port(l->net));
-	lobby_rv_host_start(l);
+	/* A relay's port is open by construction: no knocks to poll for
+	 * (lobby.py cmd_host: no rendezvous for --relay-only). */
+	if (h->relay == NULL)
+		lobby_rv_host_start(l);
 	if (l->cfg.public_)
 		lobby_rv_publish(l, true);
 	ev_timer_start(l->loop, &h->heal, LOBBY_ROSTER_HEAL_MS, on_heal, h);
@@ -1675,8 +1876,8 @@ static bool advert(const struct lobby *l, struct lobby_advert *out)
 	if (h == NULL || h->code[0] == '\0')
 		return false;
 	out->code = h->code;
-	out->players = htab_count(h->peers) + 1;
-	out->type = "host";
+	out->players = htab_count(h->peers) + (h->relay != NULL ? 0 : 1);
+	out->type = h->relay != NULL ? "relay" : h->dedicated ? "dedicated" : "host";
 	return true;
 }
 
@@ -1696,34 +1897,43 @@ static void host_free(struct lobby *l)
 	ev_timer_stop(l->loop, &h->reap);
 	lobby_xsend_free(h->xfer);
 	lobby_bulk_free(h->bulk);
-	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
+	for (struct peer *p = h->peers != NULL ? first(h) : NULL; p != NULL; p = next(h, p)) {
 		free(p->links);
 		free(p->linkv);
 	}
 	htab_free(h->peers);
 	htab_free(h->rejects);
 	free(h->last_key);
+	lobby_relay_free(h->relay);
 }
 
-static int start(struct lobby *l, const struct joincode *code)
+/* Before anything can fail: free stops them all. */
+static void init_timers(struct lobby_host *h)
 {
-	struct lobby_host *h = host_of(l);
-	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 29471;
-
-	(void)code;
-	h->l = l;
-	randombytes_buf(h->alive_token, sizeof(h->alive_token));
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->roster_soon);
 	ev_timer_init(&h->logs);
+	ev_timer_init(&h->sweep);
+	ev_timer_init(&h->serve);
+	ev_timer_init(&h->reap);
+}
+
+/* The session, a host's or a relay's: with keep, the code's secret comes
+ * from relay_secret.bin (the same code after a restart). */
+static int begin(struct lobby *l, bool keep)
+{
+	struct lobby_host *h = host_of(l);
+	uint16_t port = l->cfg.local_port_set ? l->cfg.local_port : 29471;
+	int r;
+
+	h->l = l;
+	randombytes_buf(h->alive_token, sizeof(h->alive_token));
+	init_timers(h);
 	h->peerslog = lobby_peerslog_open(l->cfg.io_dir[0] != '\0' ? l->cfg.io_dir : ".");
 	if (h->peerslog == NULL)
 		log_warn("peers-log-unusable file=%s", LOBBY_PEERS_LOG);
 	else
 		ev_timer_start(l->loop, &h->logs, LOBBY_LOG_FLUSH_MS, on_logs, h);
-	ev_timer_init(&h->sweep);
-	ev_timer_init(&h->serve);
-	ev_timer_init(&h->reap);
 	h->peers = htab_new(LOBBY_CAP, sizeof(struct addr_key), sizeof(struct peer));
 	h->rejects = htab_new(REJECT_TRACK, sizeof(struct addr_key), sizeof(long long));
 	if (h->peers == NULL || h->rejects == NULL)
@@ -1734,10 +1944,104 @@ static int start(struct lobby *l, const struct joincode *code)
 	h->company = HOST_COMPANY;
 	h->companies_mode = l->cfg.companies;
 	l->has_secret = true;
-	randombytes_buf(l->secret, sizeof(l->secret));
+	if (!keep)
+		randombytes_buf(l->secret, sizeof(l->secret));
+	else if ((r = lobby_relay_secret(l->cfg.io_dir[0] != '\0' ? l->cfg.io_dir : ".",
+					 l->secret)) < 0)
+		return r == -EBADMSG ? -EBADMSG : -EIO;
 	/* lobby.py cmd_host: "observing NAT" and the state "waiting" first. */
 	lobby_ipc_state(l, "state", json_object_new_string("waiting"));
 	return lobby_observe_open(l, port, true, "waiting", observed, h);
+}
+
+static int start(struct lobby *l, const struct joincode *code)
+{
+	struct lobby_host *h = host_of(l);
+
+	(void)code;
+	h->dedicated = l->cfg.dedicated;
+	return begin(l, l->cfg.dedicated);
+}
+
+/* The relay lobby: its state files first (a corrupt one stops us here,
+ * named), then the session with the kept secret. */
+static int relay_start(struct lobby *l, const struct joincode *code)
+{
+	struct lobby_host *h = host_of(l);
+
+	(void)code;
+	h->l = l;
+	init_timers(h);
+	h->relay = lobby_relay_new(l);
+	if (h->relay == NULL)
+		return -EBADMSG;
+	log_info("relay-only reason=\"no game here; the oldest player leads\"");
+	return begin(l, true);
+}
+
+/* ---- what the relay may ask of the session (lobby_relay.h) ---- */
+
+struct lobby_relay *lobby_host_relay(struct lobby *l)
+{
+	return l->role_data != NULL ? host_of(l)->relay : NULL;
+}
+
+const struct addr *lobby_host_leader(struct lobby *l, const char **name)
+{
+	struct peer *p = leader(host_of(l));
+
+	if (name != NULL)
+		*name = p != NULL ? p->name : NULL;
+	return p != NULL ? &p->addr : NULL;
+}
+
+bool lobby_host_present(struct lobby *l, const char *name)
+{
+	return peer_named(host_of(l), name) != NULL;
+}
+
+void lobby_host_tell(struct lobby *l, const struct addr *to, const char *detail)
+{
+	struct lobby_msg m;
+
+	lobby_msg_init(&m, LOBBY_MSG_STATUS);
+	m.status.state = "connected";
+	m.status.detail = detail;
+	lobby_net_send_msg(l, to, &m);
+}
+
+void lobby_host_each(struct lobby *l,
+		     void (*fn)(void *arg, const struct addr *a, const char *name, bool started),
+		     void *arg)
+{
+	struct lobby_host *h = host_of(l);
+
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
+		fn(arg, &p->addr, p->name, p->started);
+}
+
+bool lobby_host_started(struct lobby *l)
+{
+	return host_of(l)->started;
+}
+
+bool lobby_host_sharing(struct lobby *l)
+{
+	return host_of(l)->xfer != NULL;
+}
+
+void lobby_host_share(struct lobby *l, const char *path, bool include_leader)
+{
+	struct lobby_host *h = host_of(l);
+
+	if (path != h->last_shared)
+		snprintf(h->last_shared, sizeof(h->last_shared), "%s", path);
+	share(h, h->last_shared, include_leader);
+}
+
+void lobby_host_start_all(struct lobby *l)
+{
+	start_game(host_of(l), false);
 }
 
 const struct lobby_role lobby_host_role = {
@@ -1749,6 +2053,27 @@ const struct lobby_role lobby_host_role = {
 	.on_ctl = on_ctl,
 	.on_payload = on_payload,
 	.on_msg = on_msg,
+	.on_game = on_game,
+	.on_envelope = on_envelope,
+	.on_bad_seal = on_bad_seal,
+	.command = command,
+	.game_frame = game_frame,
+	.quit = quit,
+	.advert = advert,
+};
+
+/* The dedicated relay lobby: the host's session and hooks, its own start
+ * and the leader's save chunks (lobby_relay.h). */
+const struct lobby_role lobby_relay_role = {
+	.name = "relay",
+	.state_size = sizeof(struct lobby_host),
+	.bind_as = NP1_ROLE_HOST,
+	.start = relay_start,
+	.free = host_free,
+	.on_ctl = on_ctl,
+	.on_payload = on_payload,
+	.on_msg = on_msg,
+	.on_chunk = on_chunk,
 	.on_game = on_game,
 	.on_envelope = on_envelope,
 	.on_bad_seal = on_bad_seal,

@@ -17,6 +17,12 @@
  * the players, companies, stages or mode changed, the mods the host's save
  * needs (we install none: an empty or known list is "clear"), and
  * lobby_state.json set field by field where lobby.py sets it.
+ *
+ * In a relay lobby (the welcome says relay) the leader - the player the
+ * roster names as host - starts: its START GAME with a save uploads the
+ * save to the relay (a lobby_xsend round with the relay as its one
+ * target, as lobby.py's run_client drives a _HostSaveTransfer), and the
+ * relay's start save:true is then ours to take because we uploaded it.
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -82,6 +88,11 @@ struct lobby_join {
 	uint32_t mods_checked_sid; /* the round whose save was checked for our mod */
 	bool mods_checked;
 	struct lobby_xrecv *xrecv;
+	/* Our save going up to the relay (we lead), and whether one got
+	 * there this session (a start save:true is then ours). */
+	struct lobby_xsend *up;
+	bool uploaded, up_over;
+	struct ev_timer up_reap;
 	/* The direct links to the other joiners (NULL: --no-mesh, or not
 	 * connected yet). Once it runs, the host is the one address the race
 	 * connected to; every other address is a mesh peer. */
@@ -519,7 +530,7 @@ static void apply_start(struct lobby_join *j, bool save, bool sw)
 
 	if (j->started || lobby_xrecv_failed(j->xrecv))
 		return;
-	if (save && !lobby_xrecv_complete(j->xrecv)) {
+	if (save && !lobby_xrecv_complete(j->xrecv) && !j->uploaded) {
 		log_info("start-ignored save=true reason=\"no verified save this session\"");
 		return;
 	}
@@ -766,6 +777,14 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 		j->xfer_begun = true;
 		lobby_xrecv_on_begin(j->xrecv, &m->fbegin);
 		return;
+	case LOBBY_MSG_FBEGIN_ACK:
+	case LOBBY_MSG_FACK:
+	case LOBBY_MSG_FDONE:
+	case LOBBY_MSG_XSTAT:
+		/* The relay's feedback on our upload. */
+		if (j->up != NULL && !j->up_over)
+			lobby_xsend_on_msg(j->up, from, m);
+		return;
 	case LOBBY_MSG_STATUS:
 		/* Advisory (a late joiner: the game already started): an event. */
 		lobby_ipc_status(l, m->status.state != NULL ? m->status.state : "connected",
@@ -907,6 +926,8 @@ static void quit(struct lobby *l)
 	lobby_exit(l, 0);
 }
 
+static void leader_start(struct lobby_join *j, const char *save);
+
 static void command(struct lobby *l, const struct lobby_cmd *c)
 {
 	struct lobby_join *j = join_of(l);
@@ -953,12 +974,106 @@ static void command(struct lobby *l, const struct lobby_cmd *c)
 		lobby_role_note(l, c->text);
 		return;
 	case LOBBY_CMD_START:
-		log_info("ipc-command-ignored cmd=start reason=\"only a relay leader starts\"");
+		leader_start(j, c->start.save);
 		return;
 	default:
 		log_debug("ipc-command-ignored cmd=%s", c->cmd);
 		return;
 	}
+}
+
+/* ---- the leader's upload to a relay ---- */
+
+static void on_up_reap(struct ev_timer *t, void *arg)
+{
+	struct lobby_join *j = arg;
+
+	(void)t;
+	lobby_xsend_free(j->up);
+	j->up = NULL;
+	j->up_over = false;
+}
+
+static void up_over(struct lobby_join *j)
+{
+	j->up_over = true;
+	ev_timer_start(j->l->loop, &j->up_reap, 0, on_up_reap, j);
+}
+
+static void up_aborted(struct lobby *l, const char *detail)
+{
+	lobby_ipc_status(l, "failed", detail);
+	up_over(join_of(l));
+}
+
+/* lobby.py run_client: the upload's end, said to the game beside us. */
+static void up_resolved(struct lobby *l)
+{
+	struct lobby_join *j = join_of(l);
+
+	if (lobby_xsend_targets(j->up) == 1 &&
+	    lobby_xsend_target_state(j->up, 0) == LOBBY_XSEND_DONE) {
+		j->uploaded = true;
+		log_info("upload-done then=\"the relay shares it\"");
+		lobby_ipc_status(l, "connected", "save uploaded -- the relay is sharing it...");
+	} else {
+		log_info("upload-failed");
+		lobby_ipc_status(l, "failed",
+				 "upload to the relay failed -- press START GAME to retry");
+	}
+	up_over(j);
+}
+
+static const struct lobby_xsend_ops up_ops = {up_aborted, NULL, up_resolved};
+
+/*
+ * lobby.py run_client's start command: only the leader of a relay lobby
+ * starts; without a save the relay is asked to start everyone, with one
+ * the save goes up first (refused, as START refuses it, when it was made
+ * without the mod).
+ */
+static void leader_start(struct lobby_join *j, const char *save)
+{
+	struct lobby *l = j->l;
+	struct lobby_xsend_target t;
+	char err[PATH_MAX + 64], detail[PATH_MAX + 128];
+
+	if (!j->is_relay) {
+		log_info("ipc-command-ignored cmd=start reason=\"only the host can start\"");
+		return;
+	}
+	if (strcmp(j->host_name, j->you) != 0) {
+		log_info("ipc-command-ignored cmd=start reason=\"the leader is %s\"", j->host_name);
+		return;
+	}
+	if (save == NULL) {
+		send_simple(j, LOBBY_MSG_START);
+		return;
+	}
+	if (j->up != NULL) {
+		log_info("ipc-command-ignored cmd=start reason=\"an upload is in progress\"");
+		return;
+	}
+	if (lobby_role_save_has_mp_mod(save) == 0) {
+		snprintf(detail, sizeof(detail),
+			 "Not shared: '%s' does not have the %s mod enabled (see chat)",
+			 lobby_role_basename(save), LOBBY_MOD_DISPLAY_NAME);
+		lobby_ipc_status(l, "connected", detail);
+		lobby_ipc_notice(l,
+				 "That save was made without the " LOBBY_MOD_DISPLAY_NAME
+				 " mod, so nothing would sync. Load it, enable the mod in its Mods "
+				 "panel on the load screen, save, and press START GAME again.");
+		return;
+	}
+	t = (struct lobby_xsend_target){j->host, "relay", false};
+	j->up = lobby_xsend_start(l, save, &t, 1, &up_ops, NULL, err, sizeof(err));
+	if (j->up == NULL) {
+		snprintf(detail, sizeof(detail), "save read failed: %s", err);
+		lobby_ipc_status(l, "failed", detail);
+		return;
+	}
+	log_info("upload-begin save=\"%s\"", save);
+	lobby_ipc_status(l, "connected", "uploading the save to the relay...");
 }
 
 static void game_frame(struct lobby *l, const uint8_t *frame, size_t len)
@@ -1034,6 +1149,8 @@ static void join_free(struct lobby *l)
 	free(j->last_roster);
 	free(j->manifest_key);
 	lobby_xrecv_free(j->xrecv);
+	ev_timer_stop(l->loop, &j->up_reap);
+	lobby_xsend_free(j->up);
 	lobby_mesh_free(j->mesh);
 }
 
@@ -1101,6 +1218,7 @@ static int start(struct lobby *l, const struct joincode *code)
 	ev_timer_init(&j->ping);
 	ev_timer_init(&j->keepalive);
 	ev_timer_init(&j->watch);
+	ev_timer_init(&j->up_reap);
 	ev_timer_init(&j->logs);
 	randombytes_buf(j->token, sizeof(j->token));
 	if (code->has_secret) {

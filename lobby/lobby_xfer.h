@@ -135,6 +135,8 @@ void lobby_xrecv_on_chunk(struct lobby_xrecv *x, const uint8_t *p, size_t len);
 bool lobby_xrecv_complete(const struct lobby_xrecv *x);
 /* The sid of the round received last (0: none yet). */
 uint32_t lobby_xrecv_sid(const struct lobby_xrecv *x);
+/* The current round's progress in per cent (-1: none, or no chunk yet). */
+int lobby_xrecv_pct(const struct lobby_xrecv *x);
 bool lobby_xrecv_failed(const struct lobby_xrecv *x);
 
 #endif

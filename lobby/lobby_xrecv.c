@@ -864,6 +864,11 @@ uint32_t lobby_xrecv_sid(const struct lobby_xrecv *x)
 	return x != NULL && x->has_sid ? x->sid : 0;
 }
 
+int lobby_xrecv_pct(const struct lobby_xrecv *x)
+{
+	return x != NULL && x->has_sid ? x->last_pct : -1;
+}
+
 bool lobby_xrecv_failed(const struct lobby_xrecv *x)
 {
 	return x != NULL && x->has_sid && x->failed;

@@ -28,6 +28,7 @@
 #include "joincode.h"
 #include "lobby.h"
 #include "lobby_dual.h"
+#include "lobby_relay.h"
 #include "lobby_logfwd.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
@@ -40,17 +41,16 @@ static const char usage[] =
 	"\n"
 	"SYNOPSIS\n"
 	"    rally-lobby host [options]\n"
+	"    rally-lobby host --relay-only [options]\n"
 	"    rally-lobby join CODE [options]\n"
+	"    rally-lobby put-save SAVE --io-dir DIR\n"
 	"    rally-lobby code CODE [--password PW]\n"
 	"    rally-lobby observe [--stun HOST:PORT ...]\n"
 	"\n"
 	"DESCRIPTION\n"
-	"    The lobby beside the game, wire-compatible with netpunch 0.6.1.24: join\n"
-	"    codes, STUN and UPnP, hole punching with the master's knock rendezvous\n"
-	"    and relay fallback, sealed frames, the lobby session (roster, chat,\n"
-	"    start) and the game's frames between machines. The game talks to it\n"
-	"    through lobby_out.jsonl, lobby_in.jsonl and lobby_state.json in the io\n"
-	"    dir, and through UDP on loopback.\n"
+	"    The lobby beside the game, wire-compatible with netpunch 0.6.1.24\n"
+	"    (docs/lobby.md). The game talks to it through lobby_out.jsonl,\n"
+	"    lobby_in.jsonl and lobby_state.json in the io dir, and UDP on loopback.\n"
 	"\n"
 	"OPTIONS (netpunch's)\n"
 	"    --name NAME               player name (default player)\n"
@@ -72,13 +72,14 @@ static const char usage[] =
 	"                              lobby_peers.log (repeatable, 16 at most)\n"
 	"    --no-mesh                 a star joiner: no direct links to the others\n"
 	"    --companies               start in companies mode\n"
+	"    --relay-only              dedicated relay lobby: no player here, the\n"
+	"                              oldest player leads (docs/lobby.md)\n"
+	"    --dedicated               keep the code across restarts\n"
 	"\n"
 	"OPTIONS (ours)\n"
 	"    --stun HOST:PORT|off      STUN server, repeatable (default: netpunch's\n"
 	"                              public ones)\n"
-	"    --lan-ip IP[:PORT]        the LAN address to advertise (tests pass\n"
-	"                              127.0.0.1 so nothing dials this host's\n"
-	"                              interfaces; a port, to put a proxy between)\n"
+	"    --lan-ip IP[:PORT]        the LAN address (and port) to advertise\n"
 	"    --upnp on|off             ask the router for a port mapping (host; on)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
@@ -90,6 +91,8 @@ static const char usage[] =
 	"                              most (host; default: what the path takes)\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
+	"\n"
+	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n"
 	"\n"
 	"OUTPUT\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
@@ -213,12 +216,6 @@ static void tap_line(const char *text, size_t len, void *arg)
 	lobby_logfwd_add(arg, text, len, NULL);
 }
 
-static void unsupported(void *ctx, const char *s)
-{
-	(void)s;
-	daemon_die_usage("%s: the dedicated relay lobby is not built yet", (const char *)ctx);
-}
-
 static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg *c)
 {
 	struct daemon_flag flags[] = {
@@ -238,8 +235,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_BOOL("no-mesh", &c->no_mesh),
 		DAEMON_BOOL("companies", &c->companies),
 		/* netpunch's for what comes later: refused clearly */
-		DAEMON_FN0("relay-only", unsupported, "--relay-only"),
-		DAEMON_FN0("dedicated", unsupported, "--dedicated"),
+		DAEMON_BOOL("relay-only", &c->relay_only),
+		DAEMON_BOOL("dedicated", &c->dedicated),
 		/* netpunch's, accepted and without effect here */
 		DAEMON_IGNORE("crossplay"),
 		DAEMON_IGNORE("share-mods"),
@@ -286,6 +283,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		c->mode = LOBBY_MODE_CODE;
 	else if (strcmp(cmd, "observe") == 0)
 		c->mode = LOBBY_MODE_OBSERVE;
+	else if (strcmp(cmd, "put-save") == 0)
+		c->mode = LOBBY_MODE_PUT_SAVE;
 	else
 		daemon_die_usage("unknown command: %s", cmd);
 	if (c->mode == LOBBY_MODE_JOIN || c->mode == LOBBY_MODE_CODE) {
@@ -293,6 +292,13 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 			daemon_die_usage("%s needs a CODE", cmd);
 		daemon_copy(c->code, sizeof(c->code), argv[pos++], "CODE", false);
 	}
+	if (c->mode == LOBBY_MODE_PUT_SAVE) {
+		if (pos >= argc)
+			daemon_die_usage("put-save needs a SAVE");
+		daemon_copy(c->put_save, sizeof(c->put_save), argv[pos++], "SAVE", false);
+	}
+	if ((c->relay_only || c->dedicated) && c->mode != LOBBY_MODE_HOST)
+		daemon_die_usage("--relay-only and --dedicated are for host");
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	c->local_port_set = daemon_flag_seen(flags, n, "local-port");
@@ -358,6 +364,22 @@ static void print_code(const struct joincode *c)
 	printf("secret=%s\n", c->has_secret ? "yes" : "no");
 }
 
+/* put-save: the stored world of a relay replaced from outside. */
+static int cmd_put_save(const struct lobby_cfg *c)
+{
+	const char *dir = c->io_dir[0] != '\0' ? c->io_dir : ".";
+	char err[PATH_MAX + 256];
+	int r = lobby_relay_put_save(dir, c->put_save, c->max_save, err, sizeof(err));
+
+	if (r < 0) {
+		fprintf(stderr, "rally-lobby: put-save: %s\n", err);
+		log_err("put-save-fail save=\"%s\" dir=\"%s\" error=\"%s\"", c->put_save, dir, err);
+		return DAEMON_EXIT_FAIL;
+	}
+	log_info("put-save save=\"%s\" dir=\"%s\"", c->put_save, dir);
+	return DAEMON_EXIT_OK;
+}
+
 static int cmd_code(struct lobby_cfg *c)
 {
 	struct joincode jc;
@@ -395,10 +417,12 @@ static int check_config(const struct lobby_cfg *c)
 		return DAEMON_EXIT_USAGE;
 	}
 	log_bare("config-ok mode=%s name=\"%s\" io_dir=%s",
-		 c->mode == LOBBY_MODE_HOST   ? "host"
-		 : c->mode == LOBBY_MODE_JOIN ? "join"
-		 : c->mode == LOBBY_MODE_CODE ? "code"
-					      : "observe",
+		 c->mode == LOBBY_MODE_HOST && c->relay_only ? "relay"
+		 : c->mode == LOBBY_MODE_HOST                ? "host"
+		 : c->mode == LOBBY_MODE_JOIN                ? "join"
+		 : c->mode == LOBBY_MODE_CODE                ? "code"
+		 : c->mode == LOBBY_MODE_PUT_SAVE            ? "put-save"
+							     : "observe",
 		 c->name, c->io_dir[0] != '\0' ? c->io_dir : ".");
 	return DAEMON_EXIT_OK;
 }
@@ -539,8 +563,8 @@ int main(int argc, char **argv)
 	 * (TPF2MP_LOG_IPS=1 shows them). */
 	log_set_redact(getenv("TPF2MP_LOG_IPS") == NULL ||
 		       strcmp(getenv("TPF2MP_LOG_IPS"), "1") != 0);
-	if (l->cfg.mode == LOBBY_MODE_CODE) {
-		r = cmd_code(&l->cfg);
+	if (l->cfg.mode == LOBBY_MODE_CODE || l->cfg.mode == LOBBY_MODE_PUT_SAVE) {
+		r = l->cfg.mode == LOBBY_MODE_CODE ? cmd_code(&l->cfg) : cmd_put_save(&l->cfg);
 		daemon_free(d);
 		return r;
 	}
@@ -581,9 +605,21 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* The one place a role is picked. */
-	l->role = l->cfg.mode == LOBBY_MODE_HOST ? &lobby_host_role : &lobby_join_role;
+	l->role = l->cfg.mode != LOBBY_MODE_HOST ? &lobby_join_role
+		  : l->cfg.relay_only            ? &lobby_relay_role
+						 : &lobby_host_role;
 	if (l->cfg.mode == LOBBY_MODE_HOST) {
-		if (start_role(d, l, NULL) < 0) {
+		r = start_role(d, l, NULL);
+		if (r == -EBADMSG || r == -EIO) {
+			/* A state file in the way (logged, named): nothing was
+			 * started, the file is as it was. */
+			lobby_ipc_status(l, "failed",
+					 "a relay state file cannot be used (see the log)");
+			lobby_ipc_state(l, "state", json_object_new_string("failed"));
+			r = DAEMON_EXIT_FAIL;
+			goto out;
+		}
+		if (r < 0) {
 			lobby_ipc_status(l, "failed", "could not open the lobby port");
 			lobby_ipc_state(l, "state", json_object_new_string("failed"));
 			r = DAEMON_EXIT_FAIL;
