@@ -153,6 +153,55 @@ int lobby_relay_secret(const char *dir, uint8_t out[static JOINCODE_SECRET_LEN])
 	return 0;
 }
 
+int lobby_relay_check_files(const char *dir, bool letters)
+{
+	struct lobby_relay_names *t;
+	char path[PATH_MAX], why[160], *buf = NULL;
+	uint8_t secret[JOINCODE_SECRET_LEN];
+	size_t len;
+	int r = 0;
+
+	if (letters) {
+		const char *names[2] = {LOBBY_RELAY_LETTERS_FILE, LOBBY_RELAY_CHIPS_FILE};
+		const enum lobby_relay_kind kinds[2] = {LOBBY_RELAY_KIND_LETTERS,
+							LOBBY_RELAY_KIND_CHIPS};
+
+		for (int i = 0; i < 2 && r == 0; i++) {
+			if ((r = join_path(path, sizeof(path), dir, names[i])) < 0)
+				return r;
+			t = lobby_relay_names_new(kinds[i]);
+			if (t == NULL)
+				return -ENOMEM;
+			r = load_names(t, path);
+			lobby_relay_names_free(t);
+		}
+		if (r < 0)
+			return r;
+	}
+	/* The secret as it is; none yet is fine (the start makes one). */
+	if ((r = join_path(path, sizeof(path), dir, LOBBY_RELAY_SECRET_FILE)) < 0)
+		return r;
+	r = statefile_read(path, 4096, &buf, &len);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0) {
+		snprintf(why, sizeof(why), "cannot read it: %s",
+			 r == -EFBIG ? "larger than 4 KiB" : strerror(-r));
+		say_corrupt(path, why);
+		return r;
+	}
+	r = lobby_relay_secret_decode((const uint8_t *)buf, len, secret);
+	sodium_memzero(buf, len);
+	sodium_memzero(secret, sizeof(secret));
+	free(buf);
+	if (r < 0) {
+		snprintf(why, sizeof(why), "corrupt: %zu bytes, a secret is %d", len,
+			 JOINCODE_SECRET_LEN);
+		say_corrupt(path, why);
+	}
+	return r;
+}
+
 /* ---- the stored world ---- */
 
 const char *lobby_relay_stored_path(struct lobby_relay *r)

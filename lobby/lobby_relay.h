@@ -83,6 +83,10 @@ void lobby_relay_free(struct lobby_relay *r);
  * another size than 12 bytes is -EBADMSG and is not touched).
  */
 int lobby_relay_secret(const char *dir, uint8_t out[static JOINCODE_SECRET_LEN]);
+/* --check-config: the state files in dir load (letters and companies when
+ * letters, the secret always), nothing written; 0 or the error of the first
+ * that does not, said as a start would say it. */
+int lobby_relay_check_files(const char *dir, bool letters);
 
 /* A player's letter for the roster ("" when it has none). */
 const char *lobby_relay_letter(struct lobby_relay *r, const char *name,

@@ -416,6 +416,11 @@ static int check_config(const struct lobby_cfg *c)
 		fprintf(stderr, "rally-lobby: bad code: %s\n", err);
 		return DAEMON_EXIT_USAGE;
 	}
+	/* A relay's (or a dedicated host's) state files, as its start reads
+	 * them. */
+	if (c->mode == LOBBY_MODE_HOST && (c->relay_only || c->dedicated) &&
+	    lobby_relay_check_files(c->io_dir[0] != '\0' ? c->io_dir : ".", c->relay_only) < 0)
+		return DAEMON_EXIT_FAIL;
 	log_bare("config-ok mode=%s name=\"%s\" io_dir=%s",
 		 c->mode == LOBBY_MODE_HOST && c->relay_only ? "relay"
 		 : c->mode == LOBBY_MODE_HOST                ? "host"

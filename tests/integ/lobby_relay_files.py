@@ -65,6 +65,25 @@ def scenario(env):
         check(not relay.grep(r"Sanitizer"), "%s: a clean exit: %r" % (name, relay.output()[-5:]))
         with open(path, "rb") as f:
             check(f.read() == data, "%s: untouched" % name)
+        # --check-config reads it as the start does, and writes nothing.
+        r = subprocess.run([LOBBY_BIN, "host", "--relay-only", "--io-dir", io, "--check-config",
+                            "--log", "plain"], capture_output=True, text=True, timeout=10)
+        check(r.returncode == 1 and "%s: " % path in r.stderr and why in r.stderr and
+              "config-ok" not in r.stdout + r.stderr,
+              "%s: --check-config: %r %r" % (name, r.returncode, r.stderr[-300:]))
+        with open(path, "rb") as f:
+            check(f.read() == data, "%s: untouched by --check-config" % name)
+
+    # Good files: config-ok, and a missing secret is not made by a check.
+    io = os.path.join(env.dir, "good")
+    os.makedirs(io)
+    with open(os.path.join(io, "relay_letters.json"), "w") as f:
+        f.write('{"alice": "a", "bob": "b"}')
+    r = subprocess.run([LOBBY_BIN, "host", "--relay-only", "--io-dir", io, "--check-config"],
+                       capture_output=True, text=True, timeout=10)
+    check(r.returncode == 0 and "config-ok mode=relay" in r.stdout + r.stderr,
+          "good files: %r %r" % (r.returncode, r.stderr))
+    check(sorted(os.listdir(io)) == ["relay_letters.json"], "a check wrote %r" % os.listdir(io))
 
     # put-save into a relay's io dir, the relay running.
     io = os.path.join(env.dir, "relay-io")
