@@ -60,6 +60,11 @@ struct lobby_bulk {
 	struct lobby_xsend *x;
 	uint32_t sid;
 	char token[BULK_TOKEN_LEN + 1];
+	/* The push expected (lobby_bulk_expect_push). */
+	void (*push_adopt)(void *arg, int fd);
+	void *push_arg;
+	uint32_t push_sid;
+	char push_token[BULK_TOKEN_LEN + 1];
 	struct lobby_bulk_stats st;
 	struct log_ratelimit warn;
 };
@@ -110,42 +115,52 @@ static void on_stall(struct ev_timer *t, void *arg)
 	conn_close(c);
 }
 
-/* The stream, as fast as the socket takes it, straight from the files. */
-static void stream_more(struct conn *c)
+/* sendfile from the save's files into sock from *off on, until total or
+ * the socket is full: 1 all sent, 0 full (EPOLLOUT again), -1 broken. */
+static int send_blob(int sock, struct lobby_save *s, uint64_t *off, uint64_t total)
 {
-	struct lobby_save *s = lobby_xsend_source(c->x);
-	uint64_t before = c->off;
-
-	while (c->off < c->total) {
-		uint64_t want = c->total - c->off;
+	while (*off < total) {
+		uint64_t want = total - *off;
 		size_t i = 0;
 		off_t in;
 		ssize_t n;
 
-		while (i + 1 < s->n && c->off >= s->f[i].off + s->f[i].size)
+		while (i + 1 < s->n && *off >= s->f[i].off + s->f[i].size)
 			i++;
-		in = (off_t)(c->off - s->f[i].off);
+		in = (off_t)(*off - s->f[i].off);
 		if (want > s->f[i].size - (uint64_t)in)
 			want = s->f[i].size - (uint64_t)in;
 		if (want > SEND_SLICE)
 			want = SEND_SLICE;
-		n = sendfile(ev_io_fd(c->io), s->f[i].fd, &in, (size_t)want);
+		n = sendfile(sock, s->f[i].fd, &in, (size_t)want);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			/* EPOLLOUT brings us back; silence this long, not. */
-			if (c->off != before || !ev_timer_armed(&c->hello_timer))
-				ev_timer_start(c->b->l->loop, &c->hello_timer, STALL_MS, on_stall,
-					       c);
-			return;
-		}
-		if (n <= 0) {
-			lobby_xsend_tcp_ended(c->x, c->target, false, c->off);
-			conn_close(c);
-			return;
-		}
-		c->off += (uint64_t)n;
-		c->b->st.bytes += (uint64_t)n;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n <= 0)
+			return -1;
+		*off += (uint64_t)n;
+	}
+	return 1;
+}
+
+/* The stream, as fast as the socket takes it, straight from the files. */
+static void stream_more(struct conn *c)
+{
+	uint64_t before = c->off;
+	int r = send_blob(ev_io_fd(c->io), lobby_xsend_source(c->x), &c->off, c->total);
+
+	c->b->st.bytes += c->off - before;
+	if (r == 0) {
+		/* EPOLLOUT brings us back; silence this long, not. */
+		if (c->off != before || !ev_timer_armed(&c->hello_timer))
+			ev_timer_start(c->b->l->loop, &c->hello_timer, STALL_MS, on_stall, c);
+		return;
+	}
+	if (r < 0) {
+		lobby_xsend_tcp_ended(c->x, c->target, false, c->off);
+		conn_close(c);
+		return;
 	}
 	/* All of it: close (no shutdown, no trailer, as netpunch). */
 	c->b->st.streams_ok++;
@@ -163,6 +178,28 @@ static void hello(struct conn *c)
 
 	if (bulk_hello_parse(c->line, c->len, &h) < 0) {
 		refuse(c, "bad hello");
+		return;
+	}
+	if (h.role == BULK_SEND) {
+		void (*adopt)(void *, int) = b->push_adopt;
+		int fd = ev_io_fd(c->io);
+
+		if (adopt == NULL || h.sid != b->push_sid ||
+		    sodium_memcmp(h.token, b->push_token, BULK_TOKEN_LEN) != 0) {
+			refuse(c, "no upload waits for that sid and token");
+			return;
+		}
+		if (send(fd, BULK_OK, 3, MSG_NOSIGNAL) != 3) {
+			conn_close(c);
+			return;
+		}
+		/* One stream per round: the expectation is spent. */
+		b->push_adopt = NULL;
+		b->st.streams++;
+		ev_io_del(c->io, false);
+		c->io = NULL;
+		conn_close(c);
+		adopt(b->push_arg, fd);
 		return;
 	}
 	if (b->x == NULL || h.role != BULK_RECV || h.sid != b->sid ||
@@ -398,6 +435,17 @@ void lobby_bulk_forget(struct lobby_bulk *b, struct lobby_xsend *x)
 			conn_close(c);
 		c = next;
 	}
+}
+
+void lobby_bulk_expect_push(struct lobby_bulk *b, uint32_t sid, const char *token,
+			    void (*adopt)(void *arg, int fd), void *arg)
+{
+	if (b == NULL)
+		return;
+	b->push_adopt = adopt;
+	b->push_arg = arg;
+	b->push_sid = sid;
+	snprintf(b->push_token, sizeof(b->push_token), "%s", token != NULL ? token : "");
 }
 
 void lobby_bulk_stats(const struct lobby_bulk *b, struct lobby_bulk_stats *out)
@@ -677,6 +725,239 @@ struct lobby_bulk_pull *lobby_bulk_pull_start(struct lobby *l, const struct addr
 	p->total = total;
 	ev_timer_init(&p->timer);
 	pull_try(p);
+	return p;
+}
+
+/* ---- the push ---- */
+
+enum push_state { PUSH_CONNECTING, PUSH_HELLO, PUSH_STREAM, PUSH_OVER };
+
+struct lobby_bulk_push {
+	struct lobby *l;
+	struct lobby_xsend *x;
+	int target;
+	struct addr to;
+	uint8_t hello[BULK_HELLO_MAX];
+	size_t hello_len;
+	uint8_t ok[3];
+	size_t ok_len;
+	uint64_t off, total;
+	int tries;
+	enum push_state state;
+	struct ev_io *io;
+	struct ev_timer timer;
+};
+
+static void push_try(struct lobby_bulk_push *p);
+
+static void push_drop(struct lobby_bulk_push *p)
+{
+	ev_timer_stop(p->l->loop, &p->timer);
+	ev_io_del(p->io, true);
+	p->io = NULL;
+}
+
+static void on_push_retry(struct ev_timer *t, void *arg)
+{
+	(void)t;
+	push_try(arg);
+}
+
+static void push_failed(struct lobby_bulk_push *p, const char *why)
+{
+	char a[ADDR_STRLEN];
+
+	push_drop(p);
+	log_info("bulk-push-fail to=%s try=%d reason=\"%s\"", addr_str(&p->to, a, sizeof(a)),
+		 p->tries, why);
+	if (p->tries >= LOBBY_BULK_TRIES) {
+		p->state = PUSH_OVER;
+		log_info("bulk-push-give-up tries=%d then=udp", p->tries);
+		return;
+	}
+	ev_timer_start(p->l->loop, &p->timer, LOBBY_BULK_RETRY_MS, on_push_retry, p);
+}
+
+/* The stream broke or ended: the round knows, the socket goes. */
+static void push_ended(struct lobby_bulk_push *p, bool ok)
+{
+	push_drop(p);
+	p->state = PUSH_OVER;
+	lobby_xsend_tcp_ended(p->x, p->target, ok, p->off);
+}
+
+static void on_push_timer(struct ev_timer *t, void *arg)
+{
+	struct lobby_bulk_push *p = arg;
+
+	(void)t;
+	if (p->state == PUSH_STREAM) {
+		log_info("bulk-stream-stalled sent=%llu total=%llu", (unsigned long long)p->off,
+			 (unsigned long long)p->total);
+		push_ended(p, false);
+		return;
+	}
+	push_failed(p, p->state == PUSH_CONNECTING ? "connect timed out" : "no OK");
+}
+
+static void on_push(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct lobby_bulk_push *p = arg;
+	int fd = ev_io_fd(io), err = 0, r;
+	socklen_t elen = sizeof(err);
+	uint64_t before;
+	ssize_t n;
+
+	if (p->state == PUSH_CONNECTING) {
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0) {
+			push_failed(p, strerror(err != 0 ? err : errno));
+			return;
+		}
+		if (send(fd, p->hello, p->hello_len, MSG_NOSIGNAL) != (ssize_t)p->hello_len) {
+			push_failed(p, "hello not sent");
+			return;
+		}
+		p->state = PUSH_HELLO;
+		ev_io_mod(io, EPOLLIN);
+		return;
+	}
+	if (p->state == PUSH_HELLO) {
+		n = recv(fd, p->ok + p->ok_len, sizeof(p->ok) - p->ok_len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			push_failed(p, "closed before OK");
+			return;
+		}
+		p->ok_len += (size_t)n;
+		if (p->ok_len < sizeof(p->ok))
+			return;
+		if (memcmp(p->ok, BULK_OK, 3) != 0) {
+			push_failed(p, "not OK");
+			return;
+		}
+		ev_timer_stop(p->l->loop, &p->timer);
+		p->state = PUSH_STREAM;
+		lobby_xsend_tcp_start(p->x, p->target);
+		ev_io_mod(io, EPOLLOUT);
+	}
+	if (p->state != PUSH_STREAM)
+		return;
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		push_ended(p, false);
+		return;
+	}
+	before = p->off;
+	r = send_blob(fd, lobby_xsend_source(p->x), &p->off, p->total);
+	if (r > 0) {
+		/* All of it: close (no shutdown, no trailer, as netpunch). */
+		push_ended(p, true);
+		return;
+	}
+	if (r < 0) {
+		push_ended(p, false);
+		return;
+	}
+	if (p->off != before || !ev_timer_armed(&p->timer))
+		ev_timer_start(p->l->loop, &p->timer, STALL_MS, on_push_timer, p);
+}
+
+static void push_try(struct lobby_bulk_push *p)
+{
+	int fd;
+
+	p->tries++;
+	p->ok_len = 0;
+	fd = socket(p->to.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		push_failed(p, strerror(errno));
+		return;
+	}
+	if (connect(fd, (const struct sockaddr *)&p->to.ss, p->to.len) < 0 &&
+	    errno != EINPROGRESS) {
+		int e = errno;
+
+		close(fd);
+		push_failed(p, strerror(e));
+		return;
+	}
+	p->io = ev_io_add(p->l->loop, fd, EPOLLOUT, on_push, p);
+	if (p->io == NULL) {
+		close(fd);
+		push_failed(p, "out of memory");
+		return;
+	}
+	p->state = PUSH_CONNECTING;
+	ev_timer_start(p->l->loop, &p->timer, LOBBY_BULK_CONNECT_MS, on_push_timer, p);
+}
+
+struct lobby_bulk_push *lobby_bulk_push_start(struct lobby *l, const struct addr *to,
+					      struct lobby_xsend *x, int target, uint32_t sid,
+					      const char *token, const char *name)
+{
+	struct lobby_bulk_push *p = calloc(1, sizeof(*p));
+	int n;
+
+	if (p == NULL)
+		return NULL;
+	n = bulk_hello_build(p->hello, sizeof(p->hello), BULK_SEND, sid, token,
+			     name != NULL && name[0] != '\0' ? name : "relay");
+	if (n < 0) {
+		free(p);
+		errno = -n;
+		return NULL;
+	}
+	p->hello_len = (size_t)n;
+	p->l = l;
+	p->x = x;
+	p->target = target;
+	p->to = *to;
+	p->total = lobby_xsend_source(x)->total;
+	ev_timer_init(&p->timer);
+	push_try(p);
+	return p;
+}
+
+void lobby_bulk_push_free(struct lobby_bulk_push *p)
+{
+	if (p == NULL)
+		return;
+	push_drop(p);
+	free(p);
+}
+
+struct lobby_bulk_pull *lobby_bulk_pull_adopt(struct lobby *l, int fd, uint64_t total,
+					      const struct lobby_bulk_pull_ops *ops, void *arg)
+{
+	struct lobby_bulk_pull *p = calloc(1, sizeof(*p));
+
+	if (p == NULL || (p->buf = malloc(RECV_BUF)) == NULL) {
+		free(p);
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	p->l = l;
+	p->ops = *ops;
+	p->arg = arg;
+	p->total = total;
+	p->tries = LOBBY_BULK_TRIES; /* nothing to try again: it came to us */
+	p->pipe[0] = p->pipe[1] = -1;
+	if (ops->locate != NULL && ops->spliced != NULL &&
+	    pipe2(p->pipe, O_CLOEXEC | O_NONBLOCK) == 0)
+		(void)fcntl(p->pipe[1], F_SETPIPE_SZ, (int)RECV_BUF);
+	else
+		p->pipe[0] = p->pipe[1] = -1;
+	ev_timer_init(&p->timer);
+	p->io = ev_io_add(l->loop, fd, EPOLLIN, on_pull, p);
+	if (p->io == NULL) {
+		close(fd);
+		lobby_bulk_pull_free(p);
+		errno = ENOMEM;
+		return NULL;
+	}
+	p->state = PULL_STREAM;
+	ops->claimed(arg);
 	return p;
 }
 

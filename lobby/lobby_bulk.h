@@ -51,6 +51,13 @@ void lobby_bulk_expect(struct lobby_bulk *b, struct lobby_xsend *x, uint32_t sid
 /* x is over: its expectation goes, its streams are closed. */
 void lobby_bulk_forget(struct lobby_bulk *b, struct lobby_xsend *x);
 void lobby_bulk_stats(const struct lobby_bulk *b, struct lobby_bulk_stats *out);
+/*
+ * A sender that pushes (role send: a relay leader uploading) is expected
+ * for round sid with token: its hello gets "OK\n" and adopt(arg, fd) its
+ * socket (adopt owns it). One at a time; adopt NULL forgets it.
+ */
+void lobby_bulk_expect_push(struct lobby_bulk *b, uint32_t sid, const char *token,
+			    void (*adopt)(void *arg, int fd), void *arg);
 
 /* ---- the joiner's pull ---- */
 
@@ -83,5 +90,26 @@ struct lobby_bulk_pull *lobby_bulk_pull_start(struct lobby *l, const struct addr
 					      uint64_t total, const struct lobby_bulk_pull_ops *ops,
 					      void *arg);
 void lobby_bulk_pull_free(struct lobby_bulk_pull *p);
+/* ---- a sender's push (a relay leader's upload, role send) ---- */
+
+struct lobby_bulk_push;
+
+/*
+ * Dials the receiver's listener at to (its IP, the tcp_port of its
+ * fbegin_ack: 3 s, three tries 0.5 s apart), says
+ * "TPF2BULK1 send <sid> <token> <name>\n", and on "OK\n" streams target's
+ * blob of x from byte 0 (lobby_xsend_tcp_start, then _tcp_ended). Every
+ * try failing leaves the round to UDP. NULL, errno set.
+ */
+struct lobby_bulk_push *lobby_bulk_push_start(struct lobby *l, const struct addr *to,
+					      struct lobby_xsend *x, int target, uint32_t sid,
+					      const char *token, const char *name);
+void lobby_bulk_push_free(struct lobby_bulk_push *p);
+
+/* The same reading of total bytes from a socket whose "OK\n" was said
+ * (a pushed stream, lobby_bulk_expect_push): claimed runs at once. NULL,
+ * errno set (fd is closed either way on failure). */
+struct lobby_bulk_pull *lobby_bulk_pull_adopt(struct lobby *l, int fd, uint64_t total,
+					      const struct lobby_bulk_pull_ops *ops, void *arg);
 
 #endif

@@ -1897,6 +1897,7 @@ static void host_free(struct lobby *l)
 	ev_timer_stop(l->loop, &h->reap);
 	lobby_xsend_free(h->xfer);
 	lobby_bulk_free(h->bulk);
+	h->bulk = NULL; /* the relay's receiver, freed below, asks for it */
 	for (struct peer *p = h->peers != NULL ? first(h) : NULL; p != NULL; p = next(h, p)) {
 		free(p->links);
 		free(p->linkv);
@@ -2023,6 +2024,13 @@ void lobby_host_each(struct lobby *l,
 bool lobby_host_started(struct lobby *l)
 {
 	return host_of(l)->started;
+}
+
+struct lobby_bulk *lobby_host_bulk(struct lobby *l)
+{
+	struct lobby_host *h = host_of(l);
+
+	return h != NULL ? h->bulk : NULL;
 }
 
 bool lobby_host_sharing(struct lobby *l)

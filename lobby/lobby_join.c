@@ -1203,7 +1203,7 @@ static const char *xrecv_name(struct lobby *l)
 	return l->cfg.name;
 }
 
-static const struct lobby_xrecv_ops xrecv_ops = {xrecv_send, xrecv_host, xrecv_name};
+static const struct lobby_xrecv_ops xrecv_ops = {xrecv_send, xrecv_host, xrecv_name, NULL};
 
 static int start(struct lobby *l, const struct joincode *code)
 {

@@ -563,7 +563,14 @@ static const char *up_name(struct lobby *l)
 	return l->cfg.name;
 }
 
-static const struct lobby_xrecv_ops up_ops = {up_send, up_host, up_name};
+/* The leader's upload comes over TCP when it dials our listener (netpunch's
+ * relay: BULK.expect(sid, "send", ...), tcp_port in the fbegin_ack). */
+static struct lobby_bulk *up_listener(struct lobby *l)
+{
+	return l->cfg.bulk_off ? NULL : lobby_host_bulk(l);
+}
+
+static const struct lobby_xrecv_ops up_ops = {up_send, up_host, up_name, up_listener};
 
 /* The upload's progress for those waiting, at each 10 %. */
 static void tick_progress(struct lobby_relay *r)

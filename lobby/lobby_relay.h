@@ -32,6 +32,7 @@
 #include "lobby_relaystate.h"
 
 struct lobby_relay;
+struct lobby_bulk;
 
 #define LOBBY_RELAY_STORED_MAX_S (180)  /* lobby.py HOTJOIN_STORED_MAX */
 #define LOBBY_RELAY_RESUME_MS    (3000) /* lobby.py RESUME_GRACE */
@@ -55,6 +56,8 @@ void lobby_host_tell(struct lobby *l, const struct addr *to, const char *detail)
 void lobby_host_each(struct lobby *l,
 		     void (*fn)(void *arg, const struct addr *a, const char *name, bool started),
 		     void *arg);
+/* The host's TCP listener (NULL: none): the leader pushes its upload to it. */
+struct lobby_bulk *lobby_host_bulk(struct lobby *l);
 /* The session runs (a start went out); a save round is out. */
 bool lobby_host_started(struct lobby *l);
 bool lobby_host_sharing(struct lobby *l);

@@ -103,6 +103,8 @@ int lobby_xsend_tcp_claim(struct lobby_xsend *x, const char *name, size_t name_l
 			  const struct addr *src);
 struct lobby_save *lobby_xsend_source(struct lobby_xsend *x);
 void lobby_xsend_tcp_ended(struct lobby_xsend *x, int target, bool ok, uint64_t bytes);
+/* A push we dialled (lobby_bulk_push) was taken: target's stream runs. */
+void lobby_xsend_tcp_start(struct lobby_xsend *x, int target);
 /* After resolved: a target's outcome. */
 enum lobby_xsend_state lobby_xsend_state_of(const struct lobby_xsend *x, const struct addr *peer);
 size_t lobby_xsend_targets(const struct lobby_xsend *x);
@@ -121,6 +123,11 @@ struct lobby_xrecv_ops {
 	 * asked for (the bulk hello carries it, as netpunch's does). */
 	const struct addr *(*host)(struct lobby *l);
 	const char *(*name)(struct lobby *l);
+	/* Optional: our TCP listener, when the sender pushes to us (a relay
+	 * taking its leader's upload: its fbegin offers a token and no port;
+	 * our fbegin_ack names the listener's port and the leader dials it).
+	 * NULL, or NULL returned: UDP only. */
+	struct lobby_bulk *(*listener)(struct lobby *l);
 };
 
 /* A receiver writing into the io dir; caps a declared size at cap bytes. */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "frame.h"
 #include "lobby.h"
@@ -74,6 +75,7 @@ struct lobby_xrecv {
 	size_t nfiles;
 	/* The bulk stream, while one is tried or flows. */
 	struct lobby_bulk_pull *pull;
+	uint16_t push_port; /* our listener, offered for this round's push (0: none) */
 	uint64_t tcp_off, tcp_mark;
 	bool streaming; /* a bulk stream is claimed and flows */
 	/* rally's: the feedback interval, the highest seq seen and when, the
@@ -127,6 +129,8 @@ static void send_ack(struct lobby_xrecv *x)
 	lobby_msg_init(&m, LOBBY_MSG_FBEGIN_ACK);
 	m.fbegin_ack = (struct lobby_msg_fbegin_ack){.sid = x->sid,
 						     .need = {false, 0, NULL},
+						     .has_tcp_port = x->push_port != 0,
+						     .tcp_port = x->push_port,
 						     .has_rally = x->rally,
 						     .rally_v = LOBBY_XFER_RALLY_V,
 						     .nhave = x->nkept,
@@ -247,8 +251,17 @@ static void keep_sink(struct lobby_xrecv *x)
 			 (unsigned long long)x->total_chunks);
 }
 
+/* The push this round offered is not waited for any more. */
+static void forget_push(struct lobby_xrecv *x)
+{
+	if (x->push_port != 0 && x->ops.listener != NULL)
+		lobby_bulk_expect_push(x->ops.listener(x->l), 0, NULL, NULL, NULL);
+	x->push_port = 0;
+}
+
 static void close_sink(struct lobby_xrecv *x)
 {
+	forget_push(x);
 	lobby_bulk_pull_free(x->pull);
 	x->pull = NULL;
 	keep_sink(x);
@@ -787,12 +800,36 @@ static void pull_gave_up(void *arg)
 static const struct lobby_bulk_pull_ops pull_ops = {pull_claimed, pull_data,   pull_ended,
 						    pull_gave_up, pull_locate, pull_spliced};
 
-/* fbegin's tcp offer with a port: pull from the host's IP. */
+/* The leader dialled our listener for this round (lobby_bulk_expect_push). */
+static void push_adopt(void *arg, int fd)
+{
+	struct lobby_xrecv *x = arg;
+
+	x->push_port = 0; /* the expectation is spent */
+	if (x->pull != NULL || x->complete || x->failed || x->finalizing) {
+		close(fd);
+		return;
+	}
+	log_info("xfer-recv-push sid=%u", x->sid);
+	x->tcp_off = x->tcp_mark = 0;
+	x->pull = lobby_bulk_pull_adopt(x->l, fd, x->total_bytes, &pull_ops, x);
+}
+
+/* fbegin's tcp offer with a port: pull from the host's IP. A token without
+ * a port, to a receiver with a listener: the sender pushes to us. */
 static void maybe_pull(struct lobby_xrecv *x, const struct lobby_msg_fbegin *fb)
 {
 	const struct addr *host = x->ops.host(x->l);
+	struct lobby_bulk *b;
 	struct addr to;
 
+	if (fb->has_tcp && fb->tcp_token != NULL && strlen(fb->tcp_token) == BULK_TOKEN_LEN &&
+	    fb->tcp_port == 0 && x->total_bytes > 0 && x->ops.listener != NULL &&
+	    (b = x->ops.listener(x->l)) != NULL) {
+		lobby_bulk_expect_push(b, x->sid, fb->tcp_token, push_adopt, x);
+		x->push_port = lobby_bulk_port(b);
+		return;
+	}
 	if (!fb->has_tcp || fb->tcp_token == NULL || strlen(fb->tcp_token) != BULK_TOKEN_LEN ||
 	    fb->tcp_port < 1 || fb->tcp_port > 65535 || x->total_bytes == 0 || host == NULL)
 		return;

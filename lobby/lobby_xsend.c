@@ -51,7 +51,9 @@ struct tgt {
 	char name[LOBBY_NAME_MAX * 4 + 1];
 	enum lobby_xsend_state state;
 	bool ready, verifying, nudged;
-	bool tcp;           /* a bulk stream carries it */
+	bool tcp;        /* a bulk stream carries it */
+	bool push_tried; /* we dialled its listener (a relay taking our upload) */
+	struct lobby_bulk_push *push;
 	bool streamed;      /* one did, some time in this round */
 	long long tcp_done; /* when the stream ended (0: not yet) */
 	/* Its cut of the blob: the round's, or a rally joiner's own. */
@@ -736,6 +738,18 @@ void lobby_xsend_on_msg(struct lobby_xsend *x, const struct addr *from, const st
 			return;
 		if (m->fbegin_ack.has_rally)
 			take_have(x, t, &m->fbegin_ack);
+		/* A receiver with a listener (a relay taking our upload, netpunch's
+		 * or ours): we dial it and push (lobby.py _tcp_push). Once. */
+		if (m->fbegin_ack.has_tcp_port && m->fbegin_ack.tcp_port >= 1 &&
+		    m->fbegin_ack.tcp_port <= 65535 && x->bulk == NULL && !x->l->cfg.bulk_off &&
+		    !t->tcp && !t->push_tried && x->src->total > 0) {
+			struct addr to = t->addr;
+
+			t->push_tried = true;
+			addr_set_port(&to, (uint16_t)m->fbegin_ack.tcp_port);
+			t->push = lobby_bulk_push_start(x->l, &to, x, (int)(t - x->t), x->sid,
+							x->token, t->name);
+		}
 		if (t->rally && !t->ready && t->begin_us != 0)
 			lobby_cc_seed(&t->cc, ev_monotonic_us() - t->begin_us);
 		t->ready = true;
@@ -854,6 +868,18 @@ int lobby_xsend_tcp_claim(struct lobby_xsend *x, const char *name, size_t name_l
 	emit(x, &x->t[by_ip], -1, "tcp", NULL);
 	log_info("xfer-send-tcp sid=%u name=\"%s\"", x->sid, x->t[by_ip].name);
 	return by_ip;
+}
+
+void lobby_xsend_tcp_start(struct lobby_xsend *x, int target)
+{
+	struct tgt *t = &x->t[target];
+
+	t->tcp = true;
+	t->streamed = true;
+	t->ready = true;
+	t->tcp_done = 0;
+	emit(x, t, -1, "tcp", NULL);
+	log_info("xfer-send-tcp sid=%u name=\"%s\" how=push", x->sid, t->name);
 }
 
 struct lobby_save *lobby_xsend_source(struct lobby_xsend *x)
@@ -1058,6 +1084,7 @@ void lobby_xsend_free(struct lobby_xsend *x)
 		free(x->src);
 	}
 	for (size_t i = 0; x->t != NULL && i < x->n; i++) {
+		lobby_bulk_push_free(x->t[i].push);
 		free(x->t[i].sent_us);
 		free(x->t[i].held);
 	}

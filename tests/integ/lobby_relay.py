@@ -97,6 +97,11 @@ def scenario(env):
     alice.command(cmd="start", save=sav)
     status(alice, "uploading the save to the relay...")
     status(alice, "save uploaded -- the relay is sharing it...", 60)
+    # The upload rode the relay's listener: alice pushed (TPF2BULK1 send) to
+    # the port its fbegin_ack named, the relay took the stream.
+    check(alice.grep(r"xfer-send-tcp sid=\d+ .*how=push") and
+          alice.grep(r"xfer-send-tcp-sent sid=") and relay.grep(r"xfer-recv-push sid="),
+          "the upload over TCP: %r" % [ln for ln in alice.output() if "tcp" in ln])
     started(bob, 60)
     started(alice, 30)
     for f in ("incoming_save.sav", "incoming_save.sav.lua", "incoming_save.jpg"):

@@ -92,6 +92,19 @@ def scenario(env):
           "temporaries left: %r" % os.listdir(io))
     env.daemons_alive(relay)
 
+    # A push (TPF2BULK1 send) nobody expects, and one with a wrong token:
+    # closed without a word, counted; the relay runs on.
+    import socket as _socket
+    for hello in (b"TPF2BULK1 send 23 " + b"0" * 32 + b" mallory\n",
+                  b"TPF2BULK1 send 999 " + b"ab" * 16 + b" eve\n"):
+        s = _socket.create_connection(("127.0.0.1", relay.udp_port), timeout=5)
+        s.sendall(hello)
+        s.settimeout(5)
+        check(s.recv(16) == b"", "a stranger's push was answered")
+        s.close()
+    relay.wait_line(r'bulk-refused .*reason="no upload waits for that sid and token"', 10)
+    env.daemons_alive(relay)
+
     # They go; an honest leader's upload is stored and shared.
     for p in (mal, eve):
         p.script({"send": {"t": "leave"}}, {"quit": True})

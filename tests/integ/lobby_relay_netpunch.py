@@ -128,6 +128,10 @@ def ours_relay(env, ports):
     leader.command(cmd="start", save=sav)
     relay.wait_line(r"relay-upload-begin name=\"nalice\"", 20)
     relay.wait_line(r"relay-upload-stored", 60)
+    # Over the bulk channel: netpunch's leader dialled the port our
+    # fbegin_ack named (TPF2BULK1 send), and the stream brought it all.
+    check(relay.grep(r"xfer-recv-push sid=") and relay.grep(r"xfer-recv-tcp sid="),
+          "the upload came over TCP: %r" % [ln for ln in relay.output() if "xfer-recv" in ln])
     started(leader)
     check(sha(os.path.join(relay.io, "incoming_save.sav")) == sha(sav), "our relay stored it")
     bob = Lobby(env, "join", code=code, name="bob")
@@ -158,6 +162,10 @@ def netpunch_relay(env, ports):
     started(alice)
     check(sha(os.path.join(relay.io, "incoming_save.sav")) == sha(sav),
           "netpunch's relay stored our upload")
+    # Pushed over netpunch's relay's listener (its fbegin_ack's tcp_port).
+    check(alice.grep(r'xfer-send-tcp sid=\d+ name="[^"]*" how=push') and
+          alice.grep(r"xfer-send-tcp-sent sid="),
+          "our upload went over TCP: %r" % [ln for ln in alice.output() if "tcp" in ln])
     nbob = NpLobby(env, ports, "join", code, "nbob")
     started(nbob)
     has_world(nbob, sav)
