@@ -116,6 +116,8 @@ struct lobby_host {
 	unsigned long long remember_seq;
 	struct ev_timer heal, sweep, serve, reap, roster_soon, logs;
 	struct lobby_peerslog *peerslog; /* lobby_peers.log (NULL: could not open) */
+	/* A peer's log message, cleaned (peer_log). */
+	char log_lines[LOBBY_LOG_LINES_MSG][LOBBY_LOG_LINE_MAX * 4 + 1];
 	bool roster_soon_armed;
 	long long last_roster_ms, last_alive_ms;
 	uint8_t alive_token[NP1_TOKEN_LEN];
@@ -834,7 +836,7 @@ static bool set_links(struct lobby_host *h, struct peer *p, const struct lobby_m
 static void peer_log(struct lobby_host *h, struct peer *p, const struct lobby_msg_names *lines)
 {
 	long long now = ev_now(h->l->loop);
-	char clean[LOBBY_LOG_LINE_MAX * 4 + 1];
+	const char *v[LOBBY_LOG_LINES_MSG];
 	size_t n = 0;
 
 	if (now - p->log_win_ms >= 1000) {
@@ -844,13 +846,14 @@ static void peer_log(struct lobby_host *h, struct peer *p, const struct lobby_ms
 	if (++p->log_n > LOBBY_LOG_MSGS_PER_SEC || p->log_bytes > LOBBY_LOG_BYTES_PEER)
 		return;
 	for (size_t i = 0; i < lines->n && n < LOBBY_LOG_LINES_MSG; i++) {
-		const char *one[1] = {clean};
-		size_t len = lobby_log_clean(lines->v[i], clean, sizeof(clean));
+		size_t len = lobby_log_clean(lines->v[i], h->log_lines[n], sizeof(h->log_lines[n]));
 
 		p->log_bytes += (long long)len + 1;
-		lobby_peerslog_write(h->peerslog, p->name, one, 1);
+		v[n] = h->log_lines[n];
 		n++;
 	}
+	/* One write (and flush) for the message, not one per line. */
+	lobby_peerslog_write(h->peerslog, p->name, v, n);
 }
 
 /* Our own lines (and --forward-log files) into the merged log. */

@@ -920,18 +920,21 @@ class Bridge(Proc):
 
 
 PEER_BIN = os.path.join(BUILD, "tools", "lobby-peer")
+PEER_VERSION = "0.6.1.24"
 
 
 class Peer(Proc):
     """tools/lobby-peer: a scripted joiner. Its stdout lines are JSON (one
     per datagram received) once "connected" is printed; script() feeds it
-    lines on stdin."""
+    lines on stdin (tools/lobby-peer.c has the language)."""
 
     def __init__(self, env, code, name="mallory"):
         super().__init__(env, name, [PEER_BIN, code], stdin=subprocess.PIPE)
         self.seen = 0
         self.parsed = []
-        self.plock = threading.Lock()
+        self.plock = threading.RLock()
+        self.hlock = threading.Lock()
+        self.taken = 0
         self.wait_line(r"^connected$", timeout=10)
 
     def script(self, *lines):
@@ -940,6 +943,10 @@ class Peer(Proc):
 
     def send(self, obj):
         self.script({"send": obj})
+
+    def join(self, name):
+        self.send({"t": "join", "version": PEER_VERSION, "name": name, "mesh": False,
+                   "recovery": 0, "batches": 1})
 
     def msgs(self, pred=lambda m: True):
         """The lobby messages received so far (parsed once each)."""
@@ -951,5 +958,50 @@ class Peer(Proc):
             self.seen = len(out)
             return [m for m in self.parsed if pred(m)]
 
+    def wait_msg(self, pred, timeout=10, what="a message"):
+        return wait_for(lambda: next(iter(self.msgs(pred)), None), timeout,
+                        "%s: %s" % (self.name, what))
+
+    def forget(self):
+        """Drops what was received so far (long scenarios)."""
+        with self.plock:
+            self.msgs()
+            self.parsed = []
+
     def bad(self):
         return [ln for ln in self.output() if ln.startswith("{\"bad\": ")]
+
+    def hellos(self, name, n=1, sealed_as=None):
+        """n dual-link hello lines sealed by this peer's sealer, fresh seals."""
+        line = {"link_hello": name}
+        if sealed_as is not None:
+            line["sealed_as"] = sealed_as
+        with self.hlock:
+            self.script(*([line] * n))
+
+            def got():
+                out = [ln for ln in self.output() if ln.startswith('{"link_hello": ')]
+                return out[self.taken:self.taken + n] if len(out) >= self.taken + n else None
+            lines = wait_for(got, 5, "%s's link hellos" % self.name)
+            self.taken += n
+        return [bytes.fromhex(json.loads(ln)["link_hello"]) for ln in lines]
+
+
+def mesh_links(lobby):
+    """A mesh joiner's last links report (its log), as a set of names, or
+    None before the first."""
+    got = None
+    for ln in lobby.output():
+        m = re.search(r'mesh-links direct=\d+ names="([^"]*)"', ln)
+        if m:
+            got = set(n for n in m.group(1).split(",") if n)
+    return got
+
+
+def mesh_stats(lobby):
+    """A mesh joiner's counters at exit (its mesh-stats line), or None."""
+    for ln in lobby.output():
+        m = re.search(r"mesh-stats (.*)$", ln)
+        if m:
+            return {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+    return None

@@ -21,48 +21,14 @@ host's TCP lobby port and send:
 Each is closed and said in the log with its reason; bob's link never
 closes, chat still crosses once each way, both lobbies stay up."""
 
-import json
 import os
 import re
 import socket
 import struct
-import subprocess
-import threading
 
-from harness import BUILD, Lobby, Proc, check, run, wait_for
+from harness import Lobby, Peer, check, run, wait_for
 
-PEER_BIN = os.path.join(BUILD, "tools", "lobby-peer")
 VERSION = "0.6.1.24"
-
-
-class Peer(Proc):
-    """tools/lobby-peer, scripted on stdin; "connected" once its HELLO was
-    answered."""
-
-    def __init__(self, env, code, name):
-        super().__init__(env, name, [PEER_BIN, code], stdin=subprocess.PIPE)
-        self.hlock = threading.Lock()
-        self.taken = 0
-        self.wait_line(r"^connected$", timeout=10)
-
-    def script(self, *lines):
-        self.p.stdin.write("".join(json.dumps(ln) + "\n" for ln in lines).encode())
-        self.p.stdin.flush()
-
-    def hellos(self, name, n=1, sealed_as=None):
-        """n link hello lines sealed by this peer's sealer, fresh seals."""
-        line = {"link_hello": name}
-        if sealed_as is not None:
-            line["sealed_as"] = sealed_as
-        with self.hlock:
-            self.script(*([line] * n))
-
-            def got():
-                out = [ln for ln in self.output() if ln.startswith('{"link_hello": ')]
-                return out[self.taken:self.taken + n] if len(out) >= self.taken + n else None
-            lines = wait_for(got, 5, "%s's link hellos" % self.name)
-            self.taken += n
-        return [bytes.fromhex(json.loads(ln)["link_hello"]) for ln in lines]
 
 
 def connect(host):

@@ -16,29 +16,10 @@ mesh joiners and one a star joiner (--no-mesh), every session sealed.
 Only loopback candidates; no STUN, no UPnP, no master."""
 
 import os
-import re
 
-from harness import Bridge, Lobby, Netns, check, run, wait_for
+from harness import Bridge, Lobby, Netns, check, mesh_links, mesh_stats as stats, run, wait_for
 
 FRAMES = 200
-
-
-def mesh_links(lobby):
-    """The last links report of a joiner (its log), as a set of names."""
-    got = None
-    for ln in lobby.output():
-        m = re.search(r'mesh-links direct=\d+ names="([^"]*)"', ln)
-        if m:
-            got = set(n for n in m.group(1).split(",") if n)
-    return got
-
-
-def stats(lobby):
-    for ln in lobby.output():
-        m = re.search(r"mesh-stats (.*)$", ln)
-        if m:
-            return {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
-    return None
 
 
 def start_lobby(env, prefix, ports):

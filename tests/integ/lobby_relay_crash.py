@@ -18,7 +18,7 @@ import random
 import signal
 
 from harness import Lobby, check, run
-from relaypeer import Peer
+from harness import Peer
 
 ROUNDS = 12
 BURST = 200

@@ -17,7 +17,7 @@ import os
 import struct
 
 from harness import Lobby, check, run, wait_for
-from relaypeer import Peer
+from harness import Peer
 
 CHUNK = 8192
 

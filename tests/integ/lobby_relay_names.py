@@ -14,7 +14,7 @@ import json
 import os
 
 from harness import Lobby, check, run, wait_for
-from relaypeer import Peer
+from harness import Peer
 
 STAYERS = 8
 CHURNERS = 4

@@ -20,34 +20,16 @@ Checks:
 """
 
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from lab import Lab  # noqa: E402
-from harness import check, run, wait_for  # noqa: E402
+from harness import check, mesh_links, mesh_stats as stats, run, wait_for  # noqa: E402
 from lobbylab import bridge, close_lab, host_lobby, join_lobby, path_of, wait_joined  # noqa: E402
 
 FRAMES = 200
 IDS = {"alice": 1, "bob": 2, "carol": 3, "dave": 4}
-
-
-def mesh_links(lb):
-    got = None
-    for ln in lb.output():
-        m = re.search(r'mesh-links direct=\d+ names="([^"]*)"', ln)
-        if m:
-            got = set(n for n in m.group(1).split(",") if n)
-    return got
-
-
-def stats(lb):
-    for ln in lb.output():
-        m = re.search(r"mesh-stats (.*)$", ln)
-        if m:
-            return {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
-    return None
 
 
 def scenario(env):
