@@ -20,13 +20,15 @@ mode=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
-	libssl-dev libcurl4-openssl-dev libminiupnpc-dev)
+	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libwslay-dev libpq-dev)
 run_pkgs=(openarena-server qstat curl python3 iproute2)
 # The network lab (tests/lab): nftables NATs, stund as the STUN server,
 # miniupnpd with its nftables backend as the UPnP router. git lists the
-# files whose formatting is checked.
+# files whose formatting is checked. The relay's tunnel tests: a real
+# PostgreSQL server (started by the test in a scratch directory, never the
+# packaged cluster) and a coa Host Manager peer on websockets + PyNaCl.
 test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
-	miniupnpd miniupnpd-nftables git)
+	miniupnpd miniupnpd-nftables git postgresql python3-websockets python3-nacl)
 
 say() { printf '\n== %s\n' "$*"; }
 die() {
