@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -173,6 +174,15 @@ static ssize_t raw_write(struct ws *w, const void *buf, size_t len)
 			return -EAGAIN;
 		return -errno;
 	}
+}
+
+/* Frames are gathered before each send already: Nagle would only hold the
+ * last partial segment back for a delayed ACK (40 ms stalls). */
+static void nodelay(int fd)
+{
+	int on = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 }
 
 /* ---- lifecycle ---- */
@@ -804,6 +814,7 @@ static void resolve_done(void *arg, bool cancelled)
 		goto out;
 	}
 	w->fd = fd;
+	nodelay(fd);
 	if (connect(fd, (const struct sockaddr *)&to.ss, to.len) < 0 && errno != EINPROGRESS) {
 		client_fail(w, -errno);
 		goto out;
@@ -959,6 +970,7 @@ struct ws *ws_new_server(struct ev_loop *loop, int fd, const uint8_t *extra, siz
 	if (w == NULL)
 		return NULL;
 	w->fd = fd;
+	nodelay(fd);
 	memcpy(w->rbuf, extra, extra_len);
 	w->rlen = extra_len;
 	if (open_wslay(w) < 0) {

@@ -40,9 +40,13 @@
 #include "strbuf.h"
 #include "ws.h"
 
-#define AG_HIGH          ((size_t)1024 * 1024)
-#define AG_LOW           ((size_t)256 * 1024)
-#define AG_STREAM_MAX    ((size_t)2 * 1024 * 1024)
+#define AG_HIGH       ((size_t)1024 * 1024)
+#define AG_LOW        ((size_t)256 * 1024)
+#define AG_STREAM_MAX ((size_t)4 * 1024 * 1024)
+/* JSON framing has no credits: when a local server reads slower than the
+ * relay sends, the agent stops reading the tunnel (TCP then holds the
+ * relay back) rather than dropping the stream; a local server is ours. */
+#define AG_STREAM_HIGH   ((size_t)1024 * 1024)
 #define AG_MAX_STREAMS   (4096)
 #define AG_MAX_PENDING   (256) /* allocation requests waiting for the relay */
 #define AG_MAX_TOKENS    (8192)
@@ -108,6 +112,7 @@ struct astream {
 	struct ev_io *io;
 	bool connecting, ok;
 	bool l_eof, r_eof, wr_shut;
+	bool full; /* counted in ag->full */
 	struct strbuf out;
 	size_t out_off;
 	uint32_t credit, owed;
@@ -135,6 +140,7 @@ struct agent {
 	enum ag_state state;
 	uint8_t sk[crypto_sign_SECRETKEYBYTES];
 	bool bin, paused;
+	unsigned full; /* streams over AG_STREAM_HIGH: the tunnel is not read */
 	long long backoff_ms, up_ms, last_ping_ms;
 	struct ev_timer retry, tick;
 	struct htab *streams; /* id -> struct astream * */
@@ -171,11 +177,29 @@ static void send_cmd(struct agent *ag, enum tunmsg_cmd cmd, uint32_t id)
 
 /* ---- streams to the local targets ---- */
 
+/* Keeps ag->full and the tunnel's read side in step with s's buffer. */
+static void astream_fill(struct astream *s, bool gone)
+{
+	struct agent *ag = s->ag;
+	bool full = !gone && s->out.len - s->out_off > AG_STREAM_HIGH;
+
+	if (full == s->full)
+		return;
+	s->full = full;
+	if (full)
+		ag->full++;
+	else
+		ag->full--;
+	if (ag->ws != NULL)
+		ws_pause(ag->ws, ag->full > 0);
+}
+
 static void astream_free(struct astream *s, bool abort_local)
 {
 	struct agent *ag = s->ag;
 	struct astream **slot = htab_get(ag->streams, &s->id);
 
+	astream_fill(s, true);
 	if (abort_local) {
 		struct linger lg = {.l_onoff = 1, .l_linger = 0};
 
@@ -239,6 +263,7 @@ static int astream_flush(struct astream *s)
 			s->wr_shut = true;
 		}
 	}
+	astream_fill(s, false);
 	if (ag->bin && s->owed >= TUNMSG_BIN_WINDOW / 4 &&
 	    s->out.len - s->out_off < TUNMSG_BIN_WINDOW / 2) {
 		uint8_t f[TUNMSG_BIN_HDR + 4];
@@ -362,8 +387,10 @@ static void astream_deliver(struct astream *s, const uint8_t *p, size_t n)
 		astream_free(s, true);
 		return;
 	}
-	if (s->connecting)
+	if (s->connecting) {
+		astream_fill(s, false);
 		return; /* written once connected */
+	}
 	if (astream_flush(s) < 0) {
 		send_cmd(s->ag, TUNMSG_RESET, s->id);
 		astream_free(s, false);
@@ -625,6 +652,7 @@ static void tunnel_lost(struct agent *ag, const char *why)
 	pend_fail_all(ag, "tunnel down");
 	ag->ntokens = 0;
 	ag->ws = NULL;
+	ag->full = 0;
 	ag->state = AG_IDLE;
 	ag->bin = false;
 	ag->paused = false;
