@@ -155,6 +155,20 @@ def port_state(addr, source=None, timeout=2.0):
         s.close()
 
 
+def listening(addr):
+    """Whether a TCP socket listens on addr (ip, port), from /proc/net/tcp:
+    no connection is made (one would spend an allocation's port)."""
+    want = "%08X:%04X" % (int.from_bytes(socket.inet_aton(addr[0]), "little"), addr[1])
+    anyip = "00000000:%04X" % addr[1]
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for ln in f:
+            cols = ln.split()
+            if cols[3] == "0A" and cols[1] in (want, anyip):
+                return True
+    return False
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for ln in f:
@@ -446,6 +460,7 @@ class WsConn:
             try:
                 self.recv_msg(left)
             except WsClosed:
+                self.close()
                 return True
             except socket.timeout:
                 return False
@@ -591,6 +606,8 @@ class HostPeer:
                 self._dispatch(m)
             except Exception as e:  # a bug of the test: recorded, shown by check_clean
                 self.violations.append("dispatching %r: %r" % (str(m)[:120], e))
+        if self.ws.closed:
+            self.ws.close()         # the close handshake is done: the TCP side too
         with self.cond:
             self.cond.notify_all()
         for st in list(self.streams.values()):
@@ -684,10 +701,11 @@ class HostPeer:
     def _pump(self, st):
         """Local target -> relay: data chunks, then close at EOF, reset on
         an error."""
+        sock = st.sock
         try:
-            while True:
+            while sock is not None:
                 try:
-                    d = st.sock.recv(CHUNK_MAX)
+                    d = sock.recv(CHUNK_MAX)
                 except OSError:
                     if not st.got_reset.is_set() and not self.ws.closed:
                         self.send_reset(st.id)
