@@ -21,8 +21,10 @@ from harness import check, run, wait_for
 
 
 def scenario(env):
-    a, b, c = Realm(), Realm(), Realm()
-    relay = TunnelRelay(env, [a, b], args=["--tunnel-handshake-timeout", "2",
+    # One realm per tunnel: a second tunnel of a realm might replace the
+    # first, so each case that stays connected has a realm of its own.
+    a, b, c, d, e = Realm(), Realm(), Realm(), Realm(), Realm()
+    relay = TunnelRelay(env, [a, b, d, e], args=["--tunnel-handshake-timeout", "2",
                                           "--tunnel-max-hosts", "3",
                                           "--tunnel-ping-interval", "1",
                                           "--tunnel-idle-timeout", "4"])
@@ -104,8 +106,8 @@ def scenario(env):
         uri = "ws://%s:%d/relay/v1/host" % relay.tunnel
         async with websockets.connect(uri, max_size=1 << 20) as ws:
             ch = json.loads(await asyncio.wait_for(ws.recv(), 5))
-            sig = a.sign(ch["nonce"])
-            await ws.send(json.dumps({"realm_id": a.id, "signature": base64.b64encode(sig).decode()}))
+            sig = e.sign(ch["nonce"])
+            await ws.send(json.dumps({"realm_id": e.id, "signature": base64.b64encode(sig).decode()}))
             w = json.loads(await asyncio.wait_for(ws.recv(), 5))
             await ws.send(json.dumps({"cmd": "ping"}))
             while True:
@@ -114,6 +116,7 @@ def scenario(env):
                     return w
     w = asyncio.run(lib_hello())
     check(w == {"ok": True, "message": "welcome"}, "websockets library: %r" % w)
+    relay.wait_health(connected_hosts=2)
 
     # SIGHUP: c is admitted once its line is in the keys file.
     p = HostPeer(env, relay, c, hello=False, name="host-c-early")
@@ -137,7 +140,7 @@ def scenario(env):
     # and closed.)
     p = None
     try:
-        p = HostPeer(env, relay, a, hello=False, name="host-a2")
+        p = HostPeer(env, relay, d, hello=False, name="host-d")
         ans = p.hello()
     except Exception as e:
         ans = "refused (%s)" % e
