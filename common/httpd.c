@@ -1,6 +1,7 @@
 #include "httpd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -130,6 +131,72 @@ int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, 
 	ok = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	return ok == MHD_YES ? 0 : -EIO;
+}
+
+struct httpd_upgrade {
+	struct httpd *d;
+	struct MHD_UpgradeResponseHandle *urh;
+	httpd_upgrade_fn *fn;
+	void *arg;
+};
+
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+			size_t extra_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct httpd_upgrade *u = cls;
+	int fl = fcntl(sock, F_GETFL);
+
+	(void)conn;
+	(void)con_cls;
+	u->urh = urh;
+	if (fl >= 0)
+		fcntl(sock, F_SETFL, fl | O_NONBLOCK);
+	u->fn(u->arg, sock, (const uint8_t *)extra, extra_size, u);
+}
+
+int httpd_reply_upgrade(struct httpd_req *r, const char *upgrade, httpd_upgrade_fn *fn, void *arg)
+{
+	struct MHD_Response *resp;
+	struct httpd_upgrade *u;
+	enum MHD_Result ok;
+
+	if (r->replied)
+		return -EALREADY;
+	if (!r->d->cfg.allow_upgrade || r->suspended)
+		return -EINVAL;
+	u = calloc(1, sizeof(*u));
+	if (u == NULL)
+		return -ENOMEM;
+	u->d = r->d;
+	u->fn = fn;
+	u->arg = arg;
+	resp = MHD_create_response_for_upgrade(on_upgraded, u);
+	if (resp == NULL) {
+		free(u);
+		return -ENOMEM;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, upgrade);
+	for (size_t i = 0; i < r->nextra; i++)
+		MHD_add_response_header(resp, r->extra[i].name, r->extra[i].value);
+	r->replied = true;
+	ok = MHD_queue_response(r->conn, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+	MHD_destroy_response(resp);
+	if (ok != MHD_YES) {
+		/* MHD never calls on_upgraded then. */
+		free(u);
+		return -EIO;
+	}
+	return 0;
+}
+
+void httpd_upgrade_close(struct httpd_upgrade *u)
+{
+	if (u == NULL)
+		return;
+	if (u->urh != NULL)
+		MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+	u->d->kick = true; /* MHD cleans the connection up in MHD_run */
+	free(u);
 }
 
 int httpd_reply_json(struct httpd_req *r, unsigned status, struct json_object *obj)
@@ -372,7 +439,8 @@ struct httpd *httpd_new_take(struct ev_loop *loop, int listen_fd, const struct h
 	ev_timer_init(&d->timer);
 	/* clang-format off */
 	d->mhd = MHD_start_daemon(
-		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+			(cfg->allow_upgrade ? MHD_ALLOW_UPGRADE : 0), 0, NULL, NULL,
 		on_request, d,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, d, /* first, to catch every message */
 		MHD_OPTION_LISTEN_SOCKET, listen_fd,

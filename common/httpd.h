@@ -11,7 +11,9 @@
 #ifndef HTTPD_H
 #define HTTPD_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "addr.h"
 
@@ -34,6 +36,8 @@ struct httpd_cfg {
 	unsigned conn_limit;     /* concurrent connections */
 	unsigned per_ip_limit;   /* concurrent connections per IP, 0 = off */
 	unsigned conn_timeout_s; /* idle connections are closed after this */
+	/* Lets handlers answer with httpd_reply_upgrade (WebSocket). */
+	bool allow_upgrade;
 	/* Sent with every response; the array must outlive the daemon. */
 	const struct httpd_header *headers;
 	size_t nheaders;
@@ -79,6 +83,20 @@ void httpd_suspend(struct httpd_req *r);
 unsigned httpd_connections(const struct httpd *d);
 /* Suspended requests not answered yet. */
 unsigned httpd_suspended(const struct httpd *d);
+
+/*
+ * Protocol upgrades (WebSocket). httpd_reply_upgrade answers 101 with an
+ * "Upgrade: upgrade" header (and the headers added with httpd_add_header);
+ * once the 101 is on the wire fn(arg, fd, extra, n, u) runs from the loop:
+ * fd is the connection's socket (non-blocking), extra the bytes read past
+ * the request. The socket stays libmicrohttpd's: give it back with
+ * httpd_upgrade_close(u), which closes it, before httpd_free().
+ */
+struct httpd_upgrade;
+typedef void httpd_upgrade_fn(void *arg, int fd, const uint8_t *extra, size_t n,
+			      struct httpd_upgrade *u);
+int httpd_reply_upgrade(struct httpd_req *r, const char *upgrade, httpd_upgrade_fn *fn, void *arg);
+void httpd_upgrade_close(struct httpd_upgrade *u);
 
 /* Queues a response with a copy of body. Returns 0 or -errno. */
 int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, const void *body,

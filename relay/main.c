@@ -27,6 +27,8 @@ static const char usage[] =
 	"\n"
 	"SYNOPSIS\n"
 	"    rally-relay --server HOST:PORT [options]\n"
+	"    rally-relay --tunnel-listen ADDR:PORT --tunnel-keys FILE [options]\n"
+	"    rally-relay agent --relay URL --realm-id UUID --key FILE [options]\n"
 	"\n"
 	"DESCRIPTION\n"
 	"    Owns the public UDP port of a game server (Enemy Territory, ET: Legacy,\n"
@@ -39,7 +41,8 @@ static const char usage[] =
 	"\n"
 	"OPTIONS\n"
 	"    --listen ADDR:PORT        public UDP address (default 0.0.0.0:27960)\n"
-	"    --server HOST:PORT        the game server (required; resolved once)\n"
+	"    --server HOST:PORT        the game server (resolved once; required\n"
+	"                              unless the relay is a tunnel only)\n"
 	"    --master HOST:PORT        a master to heartbeat; repeatable (default\n"
 	"                              etmaster.net:27950, etmaster.idsoftware.com:27950)\n"
 	"    --no-heartbeat            heartbeat no master at all\n"
@@ -58,8 +61,22 @@ static const char usage[] =
 	"    --check-config            check flags, token and bans.json, then exit\n"
 	"    --help, --version\n"
 	"\n"
+	"TUNNEL (see rally-relay agent --help for the home side)\n"
+	"    --tunnel-listen ADDR:PORT coa-relay's host tunnel (GET /relay/v1/host,\n"
+	"                              /relay/v1/health); coa listens on 0.0.0.0:8082\n"
+	"    --tunnel-keys FILE        realm keys: REALM_UUID PUBLIC_KEY per line\n"
+	"    --tunnel-pg CONNINFO      or look keys up in PostgreSQL (coa's realms)\n"
+	"    --tunnel-ports MIN-MAX    port pool (default 40000-43999)\n"
+	"    --tunnel-bind IP          where allocated ports listen (default 0.0.0.0)\n"
+	"    --tunnel-relay-host HOST  what hosts are told to give players\n"
+	"    --tunnel-max-hosts N, --tunnel-max-allocs N, --tunnel-max-allocs-realm N,\n"
+	"    --tunnel-max-allocs-player N, --tunnel-max-streams N (per realm)\n"
+	"                              limits (2048, 4096, 2048, 4, 2048)\n"
+	"\n"
 	"TUNING (tests)\n"
 	"    --session-timeout S       idle session lifetime (default 120)\n"
+	"    --tunnel-alloc-timeout S, --tunnel-idle-timeout S, --tunnel-ping-interval S,\n"
+	"    --tunnel-handshake-timeout S, --tunnel-connect-timeout S (120 60 30 10 15)\n"
 	"    --probe-timeout MS        wait per server probe attempt (default 3000)\n"
 	"    --max-sessions N          concurrent sessions (default 2048)\n"
 	"    --unconfirmed-timeout S   idle lifetime of sessions the client never\n"
@@ -74,10 +91,11 @@ static const char usage[] =
 	"\n"
 	"SIGNALS\n"
 	"    SIGTERM, SIGINT: flatline to the masters, then exit (twice: at once).\n"
-	"    SIGHUP: reload bans.json and the token file.\n"
+	"    SIGHUP: reload bans.json, the token file and the tunnel's keys file.\n"
 	"\n"
 	"OUTPUT\n"
-	"    Once bound: \"ready listen=IP:PORT[ control=IP:PORT]\" on stderr.\n";
+	"    Once bound: \"ready [listen=IP:PORT][ tunnel=IP:PORT][ control=IP:PORT]\"\n"
+	"    on stderr.\n";
 
 static void set_tag(char *dst, const char *src, const char *what)
 {
@@ -125,6 +143,31 @@ static void set_fl_tag(void *ctx, const char *s)
 	set_tag(((struct relay_cfg *)ctx)->flatline_tag, s, "--flatline-tag");
 }
 
+static void set_ports(void *ctx, const char *s)
+{
+	struct relay_cfg *c = ctx;
+	char *e;
+	unsigned long lo = strtoul(s, &e, 10), hi;
+
+	if (*e != '-')
+		daemon_die_usage("--tunnel-ports %s: expected MIN-MAX", s);
+	hi = strtoul(e + 1, &e, 10);
+	if (*e != '\0' || lo == 0 || hi > 65535 || lo > hi)
+		daemon_die_usage("--tunnel-ports %s: expected MIN-MAX within 1-65535", s);
+	if (hi - lo + 1 < 2)
+		daemon_die_usage("--tunnel-ports %s: an allocation takes two ports", s);
+	c->tunnel_port_min = (uint16_t)lo;
+	c->tunnel_port_max = (uint16_t)hi;
+}
+
+static void set_tunnel_bind(void *ctx, const char *s)
+{
+	struct relay_cfg *c = ctx;
+
+	if (addr_parse_ip(&c->tunnel_bind, s) < 0)
+		daemon_die_usage("--tunnel-bind %s: expected an IP address", s);
+}
+
 /* The seed's values. */
 static void relay_defaults(struct relay_cfg *c)
 {
@@ -139,6 +182,19 @@ static void relay_defaults(struct relay_cfg *c)
 	c->max_sessions = RELAY_MAX_SESSIONS;
 	c->query_budget = RELAY_QUERY_BUDGET;
 	c->unconfirmed_timeout_ms = RELAY_UNCONFIRMED_TIMEOUT_MS;
+	c->tunnel_port_min = RELAY_TUNNEL_PORT_MIN;
+	c->tunnel_port_max = RELAY_TUNNEL_PORT_MAX;
+	addr_parse_ip(&c->tunnel_bind, "0.0.0.0");
+	c->tunnel_max_hosts = RELAY_TUNNEL_MAX_HOSTS;
+	c->tunnel_max_allocs = RELAY_TUNNEL_MAX_ALLOCS;
+	c->tunnel_max_allocs_realm = RELAY_TUNNEL_MAX_ALLOCS_REALM;
+	c->tunnel_max_allocs_player = RELAY_TUNNEL_MAX_ALLOCS_PLAYER;
+	c->tunnel_max_streams = RELAY_TUNNEL_MAX_STREAMS;
+	c->tunnel_alloc_timeout_ms = RELAY_TUNNEL_ALLOC_TIMEOUT_S * 1000LL;
+	c->tunnel_idle_timeout_ms = RELAY_TUNNEL_IDLE_TIMEOUT_S * 1000LL;
+	c->tunnel_handshake_timeout_ms = RELAY_TUNNEL_HANDSHAKE_S * 1000LL;
+	c->tunnel_ping_ms = RELAY_TUNNEL_PING_S * 1000LL;
+	c->tunnel_connect_timeout_ms = RELAY_TUNNEL_CONNECT_S * 1000LL;
 }
 
 static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg *c)
@@ -161,6 +217,24 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_NUM("probe-timeout", &c->probe_timeout_ms, 10, 60000, 1),
 		DAEMON_NUM("max-sessions", &c->max_sessions, 1, 65536, 1),
 		DAEMON_NUM("unconfirmed-timeout", &c->unconfirmed_timeout_ms, 1, 86400, 1000),
+		/* the tunnel */
+		DAEMON_ADDR("tunnel-listen", &c->tunnel_listen),
+		DAEMON_STR_SET("tunnel-keys", c->tunnel_keys),
+		DAEMON_STR_SET("tunnel-pg", c->tunnel_pg),
+		DAEMON_FN("tunnel-ports", set_ports, c),
+		DAEMON_FN("tunnel-bind", set_tunnel_bind, c),
+		DAEMON_STR_SET("tunnel-relay-host", c->tunnel_relay_host),
+		DAEMON_NUM("tunnel-max-hosts", &c->tunnel_max_hosts, 1, 65536, 1),
+		DAEMON_NUM("tunnel-max-allocs", &c->tunnel_max_allocs, 1, 65536, 1),
+		DAEMON_NUM("tunnel-max-allocs-realm", &c->tunnel_max_allocs_realm, 1, 65536, 1),
+		DAEMON_NUM("tunnel-max-allocs-player", &c->tunnel_max_allocs_player, 1, 65536, 1),
+		DAEMON_NUM("tunnel-max-streams", &c->tunnel_max_streams, 1, 65536, 1),
+		DAEMON_NUM("tunnel-alloc-timeout", &c->tunnel_alloc_timeout_ms, 1, 86400, 1000),
+		DAEMON_NUM("tunnel-idle-timeout", &c->tunnel_idle_timeout_ms, 1, 86400, 1000),
+		DAEMON_NUM("tunnel-handshake-timeout", &c->tunnel_handshake_timeout_ms, 1, 600,
+			   1000),
+		DAEMON_NUM("tunnel-ping-interval", &c->tunnel_ping_ms, 1, 3600, 1000),
+		DAEMON_NUM("tunnel-connect-timeout", &c->tunnel_connect_timeout_ms, 1, 600, 1000),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	int pos;
@@ -169,9 +243,35 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 	pos = daemon_parse(d, argc, argv, flags, n);
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
-	if (!daemon_flag_seen(flags, n, "server"))
-		daemon_die_usage("%s", "--server HOST:PORT is required");
-	if (no_hb && c->nmasters > 0)
+	c->tunnel_on = daemon_flag_seen(flags, n, "tunnel-listen");
+	c->server_on = daemon_flag_seen(flags, n, "server");
+	if (!daemon_flag_seen(flags, n, "server") && !c->tunnel_on)
+		daemon_die_usage("%s", "--server HOST:PORT is required (or --tunnel-listen)");
+	if (c->tunnel_on) {
+		bool file = c->tunnel_keys[0] != '\0', pg = c->tunnel_pg[0] != '\0';
+
+		if (file == pg)
+			daemon_die_usage("%s", "--tunnel-listen needs one of --tunnel-keys and "
+					       "--tunnel-pg");
+		if (strlen(c->tunnel_relay_host) > 240)
+			daemon_die_usage("%s", "--tunnel-relay-host: at most 240 characters (a "
+					       "realm address holds it and a port)");
+		if (c->tunnel_relay_host[0] == '\0') {
+			/* Without it, the bind address if it names one. */
+			addr_ip_str(&c->tunnel_bind, c->tunnel_relay_host,
+				    sizeof(c->tunnel_relay_host));
+			if (strcmp(c->tunnel_relay_host, "0.0.0.0") == 0 ||
+			    strcmp(c->tunnel_relay_host, "::") == 0)
+				daemon_die_usage("%s", "--tunnel-listen needs --tunnel-relay-host "
+						       "HOST, the address players reach us at");
+		}
+	}
+	if (!c->server_on && c->nmasters > 0)
+		daemon_die_usage("%s",
+				 "--master needs --server (a tunnel alone heartbeats nothing)");
+	if (!c->server_on)
+		no_hb = true;
+	if (no_hb && c->nmasters > 0 && c->server_on)
 		daemon_die_usage("%s", "--no-heartbeat and --master exclude each other");
 	if (c->nmasters == 0 && !no_hb) {
 		add_master(c, "etmaster.net:27950");
@@ -219,6 +319,8 @@ static void on_reload(struct daemon *d, void *arg)
 	relay_bans_reload(app->r.bans);
 	if (app->r.control != NULL)
 		relay_control_reload(app->r.control);
+	if (app->r.tunnel != NULL)
+		relay_tunnel_reload(app->r.tunnel);
 }
 
 static int resolve_server(struct relay *r)
@@ -235,41 +337,86 @@ static int resolve_server(struct relay *r)
 	return 0;
 }
 
+/* The ready line names what listens. */
+static void ready(struct daemon *d, struct relay *r)
+{
+	char line[3 * (ADDR_STRLEN + 12)], a[ADDR_STRLEN];
+	struct addr caddr;
+	size_t n = 0;
+
+	line[0] = '\0';
+	if (r->proxy != NULL)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " listen=%s",
+				      addr_str(&r->cfg.listen, a, sizeof(a)));
+	if (relay_tunnel_bound(r->tunnel, &caddr))
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " tunnel=%s",
+				      addr_str(&caddr, a, sizeof(a)));
+	if (relay_control_bound(r->control, &caddr))
+		snprintf(line + n, sizeof(line) - n, " control=%s", addr_str(&caddr, a, sizeof(a)));
+	daemon_ready(d, "%s", line + 1);
+}
+
 int main(int argc, char **argv)
 {
 	static struct app app;
 	struct daemon *d = &app.d;
 	struct relay *r = &app.r;
-	char la[ADDR_STRLEN], ca[ADDR_STRLEN];
-	struct addr caddr;
+	char la[ADDR_STRLEN];
 	int ret;
 
+	if (argc > 1 && strcmp(argv[1], "agent") == 0)
+		return relay_agent_main(argc - 1, argv + 1);
 	daemon_init(d, "rally-relay", usage);
 	parse_args(d, argc, argv, &r->cfg);
 	daemon_start(d);
 	r->loop = d->loop;
+	r->check_only = d->check;
 	daemon_set_handlers(d, on_stop, on_reload, &app);
-	/* Each session holds a socket (the seed runs with LimitNOFILE=4096). */
-	daemon_raise_nofile((unsigned long long)r->cfg.max_sessions + 256, "sessions");
-	ret = resolve_server(r);
-	if (ret < 0)
-		goto out;
+	/* Each session holds a socket (the seed runs with LimitNOFILE=4096);
+	 * each tunnel port and stream one more. */
+	daemon_raise_nofile((unsigned long long)r->cfg.max_sessions + 256 +
+				    (r->cfg.tunnel_on ? 2ULL * (r->cfg.tunnel_port_max -
+								r->cfg.tunnel_port_min + 1) +
+								r->cfg.tunnel_max_hosts
+						      : 0),
+			    "sessions");
+	if (r->cfg.server_on) {
+		ret = resolve_server(r);
+		if (ret < 0)
+			goto out;
+	}
 	/* Bans first: a corrupt file must stop us before anything listens. */
 	ret = relay_bans_new(r);
 	if (ret < 0) {
 		log_err("start-fail reason=\"cannot load %s/bans.json\"", r->cfg.state_dir);
 		goto out;
 	}
+	if (r->cfg.tunnel_on) {
+		ret = relay_tunnel_new(r);
+		if (ret < 0) {
+			errno = -ret;
+			log_warn("tunnel-start-fail");
+			goto out;
+		}
+	}
 	if (d->check) {
-		log_bare("config-ok server=%s bans=%zu", addr_str(&r->server, la, sizeof(la)),
-			 banlist_count(relay_bans_list(r->bans)));
+		if (r->cfg.server_on)
+			log_bare("config-ok server=%s bans=%zu",
+				 addr_str(&r->server, la, sizeof(la)),
+				 banlist_count(relay_bans_list(r->bans)));
+		else
+			log_bare("config-ok bans=%zu", banlist_count(relay_bans_list(r->bans)));
+		if (r->tunnel != NULL)
+			log_bare("config-ok tunnel-realms=%zu", relay_tunnel_keys_count(r->tunnel));
 		goto out;
 	}
-	ret = relay_proxy_new(r);
-	if (ret < 0) {
-		errno = -ret;
-		log_warn("listen-fail listen=%s", addr_str(&r->cfg.listen, la, sizeof(la)));
-		goto out;
+	if (r->cfg.server_on) {
+		ret = relay_proxy_new(r);
+		if (ret < 0) {
+			errno = -ret;
+			log_warn("listen-fail listen=%s", addr_str(&r->cfg.listen, la, sizeof(la)));
+			goto out;
+		}
 	}
 	if (r->cfg.control_on) {
 		ret = relay_control_new(r);
@@ -284,13 +431,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	addr_str(&r->cfg.listen, la, sizeof(la));
-	if (relay_control_bound(r->control, &caddr))
-		daemon_ready(d, "listen=%s control=%s", la, addr_str(&caddr, ca, sizeof(ca)));
-	else
-		daemon_ready(d, "listen=%s", la);
-	log_info("relay server=%s masters=%zu tag=%s", addr_str(&r->server, ca, sizeof(ca)),
-		 r->cfg.nmasters, r->cfg.heartbeat_tag);
+	ready(d, r);
+	if (r->cfg.server_on)
+		log_info("relay server=%s masters=%zu tag=%s", addr_str(&r->server, la, sizeof(la)),
+			 r->cfg.nmasters, r->cfg.heartbeat_tag);
 
 	ret = ev_loop_run(r->loop);
 	if (ret < 0) {
@@ -303,6 +447,7 @@ out:
 	relay_control_free(r->control);
 	relay_heartbeat_free(r->hb);
 	relay_proxy_free(r->proxy);
+	relay_tunnel_free(r->tunnel);
 	relay_bans_free(r->bans);
 	daemon_free(d);
 	return ret < 0 ? DAEMON_EXIT_FAIL : DAEMON_EXIT_OK;

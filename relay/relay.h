@@ -4,7 +4,10 @@
  * main.c builds a struct relay from the command line and wires the modules:
  * relay_proxy.c (public socket, sessions, filter, limiter, ban check),
  * relay_heartbeat.c (server probe and master heartbeats), relay_bans.c (ban
- * table and its state file), relay_control.c (the HTTP control API).
+ * table and its state file), relay_control.c (the HTTP control API),
+ * relay_tunnel.c (the coa-compatible tunnel's public side, with
+ * relay_tunmsg.c its messages and relay_keys.c the realms' keys),
+ * relay_agent.c (its home side, `rally-relay agent`).
  */
 #ifndef RELAY_H
 #define RELAY_H
@@ -69,7 +72,33 @@ struct relay_cfg {
 	unsigned max_sessions;
 	unsigned query_budget; /* per second, all sources; 0 = off */
 	long long unconfirmed_timeout_ms;
+	bool server_on; /* --server: the game port is proxied */
+	/* The tunnel's public side (relay_tunnel.c), coa-relay's defaults. */
+	bool tunnel_on;
+	struct addr tunnel_listen;
+	char tunnel_keys[4096];
+	char tunnel_pg[1024];
+	uint16_t tunnel_port_min, tunnel_port_max;
+	struct addr tunnel_bind; /* where the allocated ports listen */
+	char tunnel_relay_host[RELAY_HOST_MAX];
+	unsigned tunnel_max_hosts, tunnel_max_allocs, tunnel_max_allocs_realm;
+	unsigned tunnel_max_allocs_player, tunnel_max_streams;
+	long long tunnel_alloc_timeout_ms, tunnel_idle_timeout_ms, tunnel_handshake_timeout_ms;
+	long long tunnel_ping_ms, tunnel_connect_timeout_ms;
 };
+
+#define RELAY_TUNNEL_PORT_MIN          (40000)
+#define RELAY_TUNNEL_PORT_MAX          (43999)
+#define RELAY_TUNNEL_MAX_HOSTS         (2048)
+#define RELAY_TUNNEL_MAX_ALLOCS        (4096)
+#define RELAY_TUNNEL_MAX_ALLOCS_REALM  (2048)
+#define RELAY_TUNNEL_MAX_ALLOCS_PLAYER (4)
+#define RELAY_TUNNEL_MAX_STREAMS       (2048) /* per realm */
+#define RELAY_TUNNEL_ALLOC_TIMEOUT_S   (120)
+#define RELAY_TUNNEL_IDLE_TIMEOUT_S    (60)
+#define RELAY_TUNNEL_HANDSHAKE_S       (10)
+#define RELAY_TUNNEL_PING_S            (30)
+#define RELAY_TUNNEL_CONNECT_S         (15)
 
 enum relay_drop {
 	RELAY_DROP_FILTERED,
@@ -95,6 +124,7 @@ struct relay_proxy;
 struct relay_heartbeat;
 struct relay_bans;
 struct relay_control;
+struct relay_tunnel;
 
 struct relay {
 	struct relay_cfg cfg;
@@ -105,6 +135,8 @@ struct relay {
 	struct relay_heartbeat *hb;
 	struct relay_bans *bans;
 	struct relay_control *control;
+	struct relay_tunnel *tunnel;
+	bool check_only; /* --check-config: load, check, listen nowhere */
 	bool stopping;
 };
 
@@ -187,5 +219,29 @@ void relay_control_free(struct relay_control *c);
 bool relay_control_bound(const struct relay_control *c, struct addr *addr);
 /* SIGHUP: re-reads the token file (keeps the old token on error). */
 int relay_control_reload(struct relay_control *c);
+/* A bearer token file (>= RELAY_MIN_TOKEN printable characters) into its
+ * BLAKE2b hash, and the check of a request's Authorization header against
+ * it; the agent's control API uses them too. */
+#define RELAY_TOKEN_HASH (32)
+int relay_token_load(const char *path, uint8_t hash[static RELAY_TOKEN_HASH]);
+struct httpd_req;
+bool relay_token_check(const uint8_t hash[static RELAY_TOKEN_HASH], struct httpd_req *req);
+
+/* ---- relay_agent.c: `rally-relay agent`, the tunnel's home side ---- */
+
+/* The whole program for argv[0] == "agent"; returns the exit status. */
+int relay_agent_main(int argc, char **argv);
+
+/* ---- relay_tunnel.c: the tunnel's public side ---- */
+
+/* Loads the realm keys and listens (r->tunnel set even on failure, so
+ * relay_tunnel_free cleans up). 0 or -errno. */
+int relay_tunnel_new(struct relay *r);
+void relay_tunnel_free(struct relay_tunnel *t);
+/* SIGHUP: the keys file. */
+int relay_tunnel_reload(struct relay_tunnel *t);
+bool relay_tunnel_bound(const struct relay_tunnel *t, struct addr *a);
+size_t relay_tunnel_keys_count(const struct relay_tunnel *t);
+void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out);
 
 #endif

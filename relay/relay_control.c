@@ -51,7 +51,7 @@ static const struct httpd_header common_headers[] = {
 
 /* ---- the token ---- */
 
-static int load_token(const char *path, uint8_t hash[static crypto_generichash_BYTES])
+int relay_token_load(const char *path, uint8_t hash[static RELAY_TOKEN_HASH])
 {
 	char *text = NULL;
 	size_t len;
@@ -90,7 +90,7 @@ static int load_token(const char *path, uint8_t hash[static crypto_generichash_B
 	return 0;
 }
 
-static bool authorized(struct relay_control *c, struct httpd_req *req)
+bool relay_token_check(const uint8_t hash[static RELAY_TOKEN_HASH], struct httpd_req *req)
 {
 	const char *h = httpd_header(req, "Authorization");
 	uint8_t got[crypto_generichash_BYTES];
@@ -101,7 +101,12 @@ static bool authorized(struct relay_control *c, struct httpd_req *req)
 	h += 7;
 	len = strlen(h);
 	crypto_generichash(got, sizeof(got), (const uint8_t *)h, len, NULL, 0);
-	return sodium_memcmp(got, c->token_hash, sizeof(got)) == 0;
+	return sodium_memcmp(got, hash, sizeof(got)) == 0;
+}
+
+static bool authorized(struct relay_control *c, struct httpd_req *req)
+{
+	return relay_token_check(c->token_hash, req);
 }
 
 /* ---- handlers ---- */
@@ -285,6 +290,8 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	       "Failed writes of the state file.", r->st.state_write_errors);
 	metric(&b, "rally_relay_control_unauthorized_total", "counter",
 	       "Control API requests refused for a missing or wrong token.", c->unauthorized);
+	if (r->tunnel != NULL)
+		relay_tunnel_metrics(r->tunnel, &b);
 	if (b.bad)
 		httpd_reply_error(req, 500, "metrics too large");
 	else
@@ -425,7 +432,7 @@ int relay_control_new(struct relay *r)
 		free(c);
 		return -EINVAL;
 	}
-	ret = load_token(r->cfg.token_file, c->token_hash);
+	ret = relay_token_load(r->cfg.token_file, c->token_hash);
 	if (ret < 0) {
 		free(c);
 		return ret;
@@ -453,7 +460,7 @@ bool relay_control_bound(const struct relay_control *c, struct addr *addr)
 int relay_control_reload(struct relay_control *c)
 {
 	uint8_t h[crypto_generichash_BYTES];
-	int r = load_token(c->r->cfg.token_file, h);
+	int r = relay_token_load(c->r->cfg.token_file, h);
 
 	if (r < 0) {
 		log_warnx("token-reload-refused file=%s kept=old", c->r->cfg.token_file);

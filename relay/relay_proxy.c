@@ -310,7 +310,11 @@ static void expire_sessions(struct relay_proxy *p, long long now)
 static void on_sweep(struct ev_timer *t, void *arg)
 {
 	struct relay_proxy *p = arg;
-	long long now = ev_now(p->r->loop);
+	long long now;
+
+	if (p == NULL)
+		return;
+	now = ev_now(p->r->loop);
 
 	expire_sessions(p, now);
 	ratelim_expire(p->queries, now);
@@ -578,6 +582,9 @@ long long relay_proxy_kernel_drops(const struct relay_proxy *p)
 {
 	static const char *const tables[] = {"/proc/self/net/udp", "/proc/self/net/udp6"};
 	struct stat st;
+
+	if (p == NULL)
+		return -1; /* tunnel-only relay: no game port */
 	char line[512];
 
 	if (fstat(p->fd, &st) < 0)
@@ -617,7 +624,7 @@ int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const 
 
 size_t relay_proxy_close_ip(struct relay_proxy *p, const struct addr_ip *ip)
 {
-	struct session *s = htab_oldest(p->sessions);
+	struct session *s = p != NULL ? htab_oldest(p->sessions) : NULL;
 	size_t n = 0;
 
 	/* XXX: O(sessions); bans are rare and sessions at most 2048. */
@@ -637,18 +644,22 @@ size_t relay_proxy_close_ip(struct relay_proxy *p, const struct addr_ip *ip)
 
 size_t relay_proxy_session_count(const struct relay_proxy *p)
 {
-	return htab_count(p->sessions);
+	return p != NULL ? htab_count(p->sessions) : 0;
 }
 
 size_t relay_proxy_ratelim_count(const struct relay_proxy *p)
 {
-	return ratelim_count(p->queries);
+	return p != NULL ? ratelim_count(p->queries) : 0;
 }
 
 void relay_proxy_foreach(struct relay_proxy *p,
 			 void (*fn)(const struct relay_session_info *, void *), void *arg)
 {
-	long long now = ev_now(p->r->loop);
+	long long now;
+
+	if (p == NULL)
+		return; /* tunnel-only relay: no game port */
+	now = ev_now(p->r->loop);
 
 	for (struct session *s = htab_oldest(p->sessions); s != NULL;
 	     s = htab_newer(p->sessions, s)) {

@@ -1,0 +1,1095 @@
+/*
+ * rally-relay agent: the tunnel's home side.
+ *
+ * Dials the relay's /relay/v1/host (ws:// or wss://, reconnecting with
+ * backoff), answers the nonce with the realm's Ed25519 signature, and then
+ * serves the relay's "connect" requests by opening one of its two local
+ * targets only (auth, world: coa's 127.0.0.1:3724 and :8085 by default);
+ * any other request is refused. Allocations are asked for through the
+ * agent's local control API (POST /allocate), which is what a launcher or
+ * the game's own lobby calls for each player.
+ *
+ * With our relay the agent takes the x_rally offer: data then travels as
+ * binary frames with per-stream credits both ways (no base64, and a player
+ * who stops reading holds only its own stream). Against a coa relay the
+ * offer never comes and the agent speaks coa's JSON, as a Host Manager.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <netinet/tcp.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "htab.h"
+#include "httpd.h"
+#include "jsonp.h"
+#include "log.h"
+#include "relay.h"
+#include "relay_keys.h"
+#include "relay_tunmsg.h"
+#include "statefile.h"
+#include "strbuf.h"
+#include "ws.h"
+
+#define AG_HIGH          ((size_t)1024 * 1024)
+#define AG_LOW           ((size_t)256 * 1024)
+#define AG_STREAM_MAX    ((size_t)2 * 1024 * 1024)
+#define AG_MAX_STREAMS   (4096)
+#define AG_MAX_PENDING   (256) /* allocation requests waiting for the relay */
+#define AG_MAX_TOKENS    (8192)
+#define AG_ALLOC_WAIT_MS (10000)
+#define AG_CONNECT_MS    (5000)
+#define AG_BACKOFF_MIN   (1000)
+#define AG_BACKOFF_MAX   (60000)
+#define AG_PING_MS       (30000) /* coa's Host Manager pings every 30 s too */
+
+static const char usage[] =
+	"NAME\n"
+	"    rally-relay agent - the home side of rally-relay's tunnel\n"
+	"\n"
+	"SYNOPSIS\n"
+	"    rally-relay agent --relay URL --realm-id UUID --key FILE [options]\n"
+	"    rally-relay agent keygen FILE\n"
+	"\n"
+	"DESCRIPTION\n"
+	"    Dials a rally-relay (or a coa-relay) on a public machine, proves the\n"
+	"    realm with its Ed25519 key and carries the players' TCP connections\n"
+	"    from the relay's ports to the local auth and world servers, so a\n"
+	"    server behind CGNAT needs no port forwarding. Only the two local\n"
+	"    targets can be reached; any other request is refused.\n"
+	"\n"
+	"OPTIONS\n"
+	"    --relay URL               ws://HOST:PORT/relay/v1/host or wss://...\n"
+	"    --realm-id UUID           the realm this host serves\n"
+	"    --key FILE                its Ed25519 secret key (keygen writes one)\n"
+	"    --auth IP:PORT            local auth server (default 127.0.0.1:3724)\n"
+	"    --world IP:PORT           local world server (default 127.0.0.1:8085)\n"
+	"    --control ADDR:PORT       local API: POST /allocate, GET /status\n"
+	"    --token-file PATH         its bearer token, >= 32 characters\n"
+	"    --ca-file PEM             trust these CAs for wss:// (default: system)\n"
+	"    --json-framing            keep coa's JSON framing even with our relay\n"
+	"    --log auto|plain|journal, --debug, --help, --version\n"
+	"\n"
+	"CONTROL API\n"
+	"    POST /allocate {\"player_id\":UUID,\"expected_client_ip\":IP} answers\n"
+	"    {\"token\",\"relay_host\",\"auth_port\",\"world_port\",\"expires_at\"} or\n"
+	"    {\"error\"} (503 when the tunnel is down). Send \"Authorization:\n"
+	"    Bearer TOKEN\".\n"
+	"\n"
+	"OUTPUT\n"
+	"    \"ready [control=IP:PORT]\" once started; \"tunnel-up\" and\n"
+	"    \"tunnel-down\" log lines as the tunnel comes and goes.\n";
+
+struct agent_cfg {
+	char url[WS_URL_MAX];
+	char realm[37];
+	char key_file[4096];
+	struct addr target[2];
+	bool control_on;
+	struct addr control;
+	char token_file[4096];
+	char ca_file[4096];
+	bool json_only;
+};
+
+struct astream {
+	struct agent *ag;
+	uint32_t id;
+	int fd;
+	struct ev_io *io;
+	bool connecting, ok;
+	bool l_eof, r_eof, wr_shut;
+	struct strbuf out;
+	size_t out_off;
+	uint32_t credit, owed;
+	long long opened_ms;
+};
+
+struct pending {
+	uint64_t request_id;
+	struct httpd_req *req;
+	long long deadline_ms;
+};
+
+struct token {
+	char token[TUNMSG_ID_MAX + 1];
+	long long expires_unix;
+};
+
+enum ag_state { AG_IDLE, AG_DIALING, AG_CHALLENGE, AG_WELCOME, AG_OPEN };
+
+struct agent {
+	struct agent_cfg cfg;
+	struct daemon d;
+	struct ev_loop *loop;
+	struct ws *ws;
+	enum ag_state state;
+	uint8_t sk[crypto_sign_SECRETKEYBYTES];
+	bool bin, paused;
+	long long backoff_ms, up_ms, last_ping_ms;
+	struct ev_timer retry, tick;
+	struct htab *streams; /* id -> struct astream * */
+	struct pending pend[AG_MAX_PENDING];
+	size_t npend;
+	uint64_t next_req;
+	struct token *tokens;
+	size_t ntokens;
+	struct httpd *httpd;
+	struct addr control_bound;
+	uint8_t token_hash[RELAY_TOKEN_HASH];
+	uint8_t chunk[TUNMSG_CHUNK_MAX * 4];
+	struct strbuf msg;
+	uint64_t tunnels, refused_targets, bad_msgs, bytes_up, bytes_down;
+};
+
+/* ---- sending ---- */
+
+static void send_msg(struct agent *ag, const struct tunmsg *m)
+{
+	ag->msg.len = 0;
+	ag->msg.bad = false;
+	tunmsg_encode(m, &ag->msg);
+	if (!ag->msg.bad && ag->ws != NULL)
+		ws_send(ag->ws, false, ag->msg.p, ag->msg.len);
+}
+
+static void send_cmd(struct agent *ag, enum tunmsg_cmd cmd, uint32_t id)
+{
+	struct tunmsg m = {.cmd = cmd, .stream_id = id};
+
+	send_msg(ag, &m);
+}
+
+/* ---- streams to the local targets ---- */
+
+static void astream_free(struct astream *s, bool abort_local)
+{
+	struct agent *ag = s->ag;
+	struct astream **slot = htab_get(ag->streams, &s->id);
+
+	if (abort_local) {
+		struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+	if (slot != NULL)
+		htab_remove(ag->streams, slot);
+	ev_io_del(s->io, true);
+	strbuf_release(&s->out);
+	free(s);
+}
+
+static bool astream_done(const struct astream *s)
+{
+	return s->l_eof && s->r_eof && s->out_off == s->out.len;
+}
+
+static bool astream_can_read(const struct astream *s)
+{
+	return s->ok && !s->l_eof && !s->ag->paused && (!s->ag->bin || s->credit > 0);
+}
+
+static void astream_update(struct astream *s)
+{
+	uint32_t ev = 0;
+
+	if (s->connecting)
+		ev = EPOLLOUT;
+	else {
+		if (astream_can_read(s))
+			ev |= EPOLLIN;
+		if (s->out_off < s->out.len)
+			ev |= EPOLLOUT;
+	}
+	if (ev != ev_io_events(s->io))
+		ev_io_mod(s->io, ev);
+}
+
+static int astream_flush(struct astream *s)
+{
+	struct agent *ag = s->ag;
+
+	while (s->out_off < s->out.len) {
+		ssize_t n =
+			send(s->fd, s->out.p + s->out_off, s->out.len - s->out_off, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return -1;
+		}
+		s->out_off += (size_t)n;
+		ag->bytes_down += (uint64_t)n;
+	}
+	if (s->out_off == s->out.len) {
+		s->out.len = s->out_off = 0;
+		if (s->r_eof && !s->wr_shut) {
+			shutdown(s->fd, SHUT_WR);
+			s->wr_shut = true;
+		}
+	}
+	if (ag->bin && s->owed >= TUNMSG_BIN_WINDOW / 4 &&
+	    s->out.len - s->out_off < TUNMSG_BIN_WINDOW / 2) {
+		uint8_t f[TUNMSG_BIN_HDR + 4];
+
+		tunmsg_bin_header(f, TUNMSG_BIN_CREDIT, s->id);
+		f[5] = (uint8_t)(s->owed >> 24);
+		f[6] = (uint8_t)(s->owed >> 16);
+		f[7] = (uint8_t)(s->owed >> 8);
+		f[8] = (uint8_t)s->owed;
+		ws_send(ag->ws, true, f, sizeof(f));
+		s->owed = 0;
+	}
+	return 0;
+}
+
+static void astream_read(struct astream *s)
+{
+	struct agent *ag = s->ag;
+	size_t want = TUNMSG_CHUNK_MAX;
+	ssize_t n;
+
+	if (ag->bin && want > s->credit)
+		want = s->credit;
+	n = recv(s->fd, ag->chunk + TUNMSG_BIN_HDR, want, 0);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		send_cmd(ag, TUNMSG_RESET, s->id);
+		astream_free(s, false);
+		return;
+	}
+	if (n == 0) {
+		s->l_eof = true;
+		send_cmd(ag, TUNMSG_CLOSE, s->id);
+		if (astream_done(s))
+			astream_free(s, false);
+		else
+			astream_update(s);
+		return;
+	}
+	ag->bytes_up += (uint64_t)n;
+	if (ag->bin) {
+		tunmsg_bin_header(ag->chunk, TUNMSG_BIN_DATA, s->id);
+		ws_send(ag->ws, true, ag->chunk, (size_t)n + TUNMSG_BIN_HDR);
+		s->credit -= (uint32_t)n;
+	} else {
+		struct tunmsg m = {.cmd = TUNMSG_DATA,
+				   .stream_id = s->id,
+				   .chunk = ag->chunk + TUNMSG_BIN_HDR,
+				   .chunk_len = (size_t)n};
+
+		send_msg(ag, &m);
+	}
+	if (ws_queued(ag->ws) > AG_HIGH && !ag->paused) {
+		struct astream **slot;
+
+		ag->paused = true;
+		for (slot = htab_oldest(ag->streams); slot != NULL;
+		     slot = htab_newer(ag->streams, slot))
+			astream_update(*slot);
+		return;
+	}
+	if (ag->bin && s->credit == 0)
+		astream_update(s);
+}
+
+static void on_astream_io(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct astream *s = arg;
+	struct agent *ag = s->ag;
+
+	(void)io;
+	if (s->connecting) {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		struct tunmsg m = {.stream_id = s->id};
+
+		getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		s->connecting = false;
+		if (soerr != 0) {
+			m.cmd = TUNMSG_CONNECT_ERR;
+			snprintf(m.error, sizeof(m.error), "%s", strerror(soerr));
+			send_msg(ag, &m);
+			astream_free(s, false);
+			return;
+		}
+		s->ok = true;
+		m.cmd = TUNMSG_CONNECT_OK;
+		send_msg(ag, &m);
+		astream_update(s);
+		return;
+	}
+	if (events & EPOLLOUT) {
+		if (astream_flush(s) < 0) {
+			send_cmd(ag, TUNMSG_RESET, s->id);
+			astream_free(s, false);
+			return;
+		}
+		if (astream_done(s)) {
+			astream_free(s, false);
+			return;
+		}
+	}
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && astream_can_read(s))
+		astream_read(s);
+	else if (events & EPOLLERR) {
+		send_cmd(ag, TUNMSG_RESET, s->id);
+		astream_free(s, false);
+	} else
+		astream_update(s);
+}
+
+static void astream_deliver(struct astream *s, const uint8_t *p, size_t n)
+{
+	if (s->r_eof)
+		return;
+	s->owed += (uint32_t)n;
+	strbuf_append(&s->out, (const char *)p, n);
+	if (s->out.bad) {
+		send_cmd(s->ag, TUNMSG_RESET, s->id);
+		astream_free(s, true);
+		return;
+	}
+	if (s->connecting)
+		return; /* written once connected */
+	if (astream_flush(s) < 0) {
+		send_cmd(s->ag, TUNMSG_RESET, s->id);
+		astream_free(s, false);
+		return;
+	}
+	astream_update(s);
+}
+
+static bool token_known(struct agent *ag, const char *token)
+{
+	long long now = (long long)time(NULL);
+
+	for (size_t i = 0; i < ag->ntokens; i++)
+		if (sodium_memcmp(ag->tokens[i].token, token, sizeof(ag->tokens[i].token)) == 0)
+			return ag->tokens[i].expires_unix + 5 >= now;
+	return false;
+}
+
+static void token_add(struct agent *ag, const char *token, long long expires)
+{
+	long long now = (long long)time(NULL);
+	size_t j = 0;
+
+	/* Drop the expired ones first; the table stays bounded. */
+	for (size_t i = 0; i < ag->ntokens; i++)
+		if (ag->tokens[i].expires_unix + 5 >= now)
+			ag->tokens[j++] = ag->tokens[i];
+	ag->ntokens = j;
+	if (ag->ntokens == AG_MAX_TOKENS) {
+		memmove(ag->tokens, ag->tokens + 1, (AG_MAX_TOKENS - 1) * sizeof(*ag->tokens));
+		ag->ntokens--;
+	}
+	memset(&ag->tokens[ag->ntokens], 0, sizeof(ag->tokens[0]));
+	snprintf(ag->tokens[ag->ntokens].token, sizeof(ag->tokens[0].token), "%s", token);
+	ag->tokens[ag->ntokens].expires_unix = expires;
+	ag->ntokens++;
+}
+
+static void on_connect(struct agent *ag, const struct tunmsg *m)
+{
+	struct tunmsg e = {.cmd = TUNMSG_CONNECT_ERR, .stream_id = m->stream_id};
+	const struct addr *to = &ag->cfg.target[m->target == TUNMSG_AUTH ? 0 : 1];
+	struct astream *s, **slot;
+	int fd, on = 1;
+
+	if (htab_get(ag->streams, &m->stream_id) != NULL) {
+		ag->bad_msgs++;
+		return;
+	}
+	if (!token_known(ag, m->token)) {
+		/* Only the allocations this agent asked for reach a target. */
+		ag->refused_targets++;
+		snprintf(e.error, sizeof(e.error), "unknown allocation");
+		send_msg(ag, &e);
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		goto fail;
+	fd = socket(to->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		free(s);
+		goto fail;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	if (connect(fd, (const struct sockaddr *)&to->ss, to->len) < 0 && errno != EINPROGRESS) {
+		snprintf(e.error, sizeof(e.error), "%s", strerror(errno));
+		close(fd);
+		free(s);
+		send_msg(ag, &e);
+		return;
+	}
+	slot = htab_insert(ag->streams, &m->stream_id, false, NULL);
+	if (slot == NULL) {
+		close(fd);
+		free(s);
+		goto fail;
+	}
+	s->io = ev_io_add(ag->loop, fd, EPOLLOUT, on_astream_io, s);
+	if (s->io == NULL) {
+		htab_remove(ag->streams, slot);
+		close(fd);
+		free(s);
+		goto fail;
+	}
+	*slot = s;
+	s->ag = ag;
+	s->id = m->stream_id;
+	s->fd = fd;
+	s->connecting = true;
+	s->credit = TUNMSG_BIN_WINDOW;
+	s->opened_ms = ev_now(ag->loop);
+	strbuf_init(&s->out, AG_STREAM_MAX);
+	return;
+fail:
+	snprintf(e.error, sizeof(e.error), "agent out of resources");
+	send_msg(ag, &e);
+}
+
+static struct astream *stream_of(struct agent *ag, uint32_t id)
+{
+	struct astream **slot = htab_get(ag->streams, &id);
+
+	if (slot == NULL)
+		ag->bad_msgs++;
+	return slot != NULL ? *slot : NULL;
+}
+
+/* ---- allocation requests from the control API ---- */
+
+static void pend_answer(struct agent *ag, size_t i, unsigned status, struct json_object *o)
+{
+	httpd_reply_json(ag->pend[i].req, status, o);
+	ag->pend[i] = ag->pend[--ag->npend];
+}
+
+static void pend_fail_all(struct agent *ag, const char *why)
+{
+	while (ag->npend > 0) {
+		httpd_reply_error(ag->pend[0].req, 503, why);
+		ag->pend[0] = ag->pend[--ag->npend];
+	}
+}
+
+static void on_alloc_answer(struct agent *ag, const struct tunmsg *m)
+{
+	struct json_object *o;
+
+	for (size_t i = 0; i < ag->npend; i++) {
+		if (ag->pend[i].request_id != m->request_id)
+			continue;
+		o = json_object_new_object();
+		if (m->cmd == TUNMSG_ALLOCATE_OK) {
+			token_add(ag, m->token, m->expires_at);
+			json_object_object_add(o, "token", json_object_new_string(m->token));
+			json_object_object_add(o, "relay_host",
+					       json_object_new_string(m->relay_host));
+			json_object_object_add(o, "auth_port", json_object_new_int(m->auth_port));
+			json_object_object_add(o, "world_port", json_object_new_int(m->world_port));
+			json_object_object_add(o, "expires_at",
+					       json_object_new_int64(m->expires_at));
+			pend_answer(ag, i, 200, o);
+		} else {
+			json_object_object_add(o, "error", json_object_new_string(m->error));
+			pend_answer(ag, i, 409, o);
+		}
+		json_object_put(o);
+		return;
+	}
+}
+
+static void post_allocate(struct agent *ag, struct httpd_req *req)
+{
+	struct json_object *o = NULL;
+	struct tunmsg m = {.cmd = TUNMSG_ALLOCATE};
+	const char *player, *ip;
+	char canon[37], err[64];
+	size_t len;
+	const char *body = httpd_body(req, &len);
+	struct addr a;
+
+	if (ag->state != AG_OPEN) {
+		httpd_reply_error(req, 503, "tunnel down");
+		return;
+	}
+	if (ag->npend == AG_MAX_PENDING) {
+		httpd_reply_error(req, 429, "too many allocations in flight");
+		return;
+	}
+	if (jsonp_parse(body, len, 4, &o, err, sizeof(err)) < 0) {
+		httpd_reply_error(req, 400, err);
+		return;
+	}
+	player = jsonp_str(o, "player_id");
+	ip = jsonp_str(o, "expected_client_ip");
+	if (player == NULL || relay_keys_canon_uuid(player, canon) < 0) {
+		json_object_put(o);
+		httpd_reply_error(req, 400, "player_id: a UUID");
+		return;
+	}
+	if (ip != NULL && (strlen(ip) > TUNMSG_ID_MAX || addr_parse_ip(&a, ip) < 0)) {
+		json_object_put(o);
+		httpd_reply_error(req, 400, "expected_client_ip: an IP address");
+		return;
+	}
+	m.request_id = ++ag->next_req;
+	snprintf(m.player_id, sizeof(m.player_id), "%s", canon);
+	if (ip != NULL)
+		snprintf(m.expected_ip, sizeof(m.expected_ip), "%s", ip);
+	json_object_put(o);
+	send_msg(ag, &m);
+	ag->pend[ag->npend].request_id = m.request_id;
+	ag->pend[ag->npend].req = req;
+	ag->pend[ag->npend].deadline_ms = ev_now(ag->loop) + AG_ALLOC_WAIT_MS;
+	ag->npend++;
+	httpd_suspend(req);
+}
+
+static void get_status(struct agent *ag, struct httpd_req *req)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "connected", json_object_new_boolean(ag->state == AG_OPEN));
+	json_object_object_add(o, "realm_id", json_object_new_string(ag->cfg.realm));
+	json_object_object_add(o, "framing", json_object_new_string(ag->bin ? "binary" : "json"));
+	json_object_object_add(o, "streams",
+			       json_object_new_int64((int64_t)htab_count(ag->streams)));
+	json_object_object_add(o, "tunnels", json_object_new_int64((int64_t)ag->tunnels));
+	json_object_object_add(o, "refused_targets",
+			       json_object_new_int64((int64_t)ag->refused_targets));
+	json_object_object_add(o, "bad_messages", json_object_new_int64((int64_t)ag->bad_msgs));
+	json_object_object_add(o, "bytes_up", json_object_new_int64((int64_t)ag->bytes_up));
+	json_object_object_add(o, "bytes_down", json_object_new_int64((int64_t)ag->bytes_down));
+	httpd_reply_json(req, 200, o);
+	json_object_put(o);
+}
+
+static void on_control(struct httpd_req *req, void *arg)
+{
+	struct agent *ag = arg;
+	const char *m = httpd_method(req), *path = httpd_path(req);
+
+	if (!relay_token_check(ag->token_hash, req)) {
+		httpd_add_header(req, "WWW-Authenticate", "Bearer realm=\"rally-relay agent\"");
+		httpd_reply_error(req, 401, "missing or wrong bearer token");
+		return;
+	}
+	if (strcmp(path, "/allocate") == 0 && strcmp(m, "POST") == 0)
+		post_allocate(ag, req);
+	else if (strcmp(path, "/status") == 0 && strcmp(m, "GET") == 0)
+		get_status(ag, req);
+	else
+		httpd_reply_error(req, 404, "not found");
+}
+
+/* ---- the tunnel ---- */
+
+static void dial(struct agent *ag);
+static void on_retry(struct ev_timer *t, void *arg);
+
+static void drop_streams(struct agent *ag)
+{
+	struct astream **slot;
+
+	while ((slot = htab_oldest(ag->streams)) != NULL)
+		astream_free(*slot, true);
+}
+
+static void tunnel_lost(struct agent *ag, const char *why)
+{
+	long long lived = ag->state == AG_OPEN ? ev_now(ag->loop) - ag->up_ms : 0;
+
+	if (ag->state == AG_OPEN)
+		log_info("tunnel-down realm=%s up_s=%lld reason=%s", ag->cfg.realm, lived / 1000,
+			 why);
+	else
+		log_warn("tunnel-fail relay=%s reason=%s", ag->cfg.url, why);
+	drop_streams(ag);
+	pend_fail_all(ag, "tunnel down");
+	ag->ntokens = 0;
+	ag->ws = NULL;
+	ag->state = AG_IDLE;
+	ag->bin = false;
+	ag->paused = false;
+	/* Backoff with jitter; a tunnel that lived a minute starts over. */
+	if (lived >= 60000)
+		ag->backoff_ms = AG_BACKOFF_MIN;
+	ev_timer_start(ag->loop, &ag->retry,
+		       ag->backoff_ms / 2 + randombytes_uniform((uint32_t)ag->backoff_ms / 2 + 1),
+		       on_retry, ag);
+}
+
+static void on_ws_close(struct ws *w, int err, void *arg)
+{
+	struct agent *ag = arg;
+	char why[64];
+
+	snprintf(why, sizeof(why), "%s", err == 0 ? "closed" : strerror(-err));
+	ws_free(w);
+	tunnel_lost(ag, why);
+}
+
+static void on_ws_open(struct ws *w, void *arg)
+{
+	struct agent *ag = arg;
+
+	(void)w;
+	ag->state = AG_CHALLENGE;
+}
+
+static void on_challenge(struct agent *ag, const uint8_t *msg, size_t len)
+{
+	char nonce[TUNMSG_ID_MAX + 1], text[TUNMSG_ID_MAX * 2 + 64], hex[129], out[300];
+	uint8_t sig[64];
+	int n;
+
+	if (tunmsg_decode_challenge((const char *)msg, len, nonce) < 0) {
+		ws_close(ag->ws, 1002);
+		return;
+	}
+	n = tunmsg_signed_message(ag->cfg.realm, nonce, text, sizeof(text));
+	if (n < 0) {
+		ws_close(ag->ws, 1002);
+		return;
+	}
+	crypto_sign_detached(sig, NULL, (const uint8_t *)text, (unsigned long long)n, ag->sk);
+	sodium_bin2hex(hex, sizeof(hex), sig, sizeof(sig));
+	snprintf(out, sizeof(out), "{\"realm_id\":\"%s\",\"signature\":\"%s\"}", ag->cfg.realm,
+		 hex);
+	ws_send(ag->ws, false, out, strlen(out));
+	ag->state = AG_WELCOME;
+}
+
+static void on_welcome(struct agent *ag, const uint8_t *msg, size_t len)
+{
+	char why[TUNMSG_TEXT_MAX + 1] = "";
+	int r = tunmsg_decode_welcome((const char *)msg, len, why, sizeof(why));
+
+	if (r < 0) {
+		log_warn("tunnel-refused relay=%s message=\"%s\"", ag->cfg.url,
+			 r == -EACCES ? why : "bad welcome");
+		ws_close(ag->ws, 1000);
+		ag->state = AG_DIALING; /* messages ignored until the close */
+		return;
+	}
+	ag->state = AG_OPEN;
+	ag->up_ms = ag->last_ping_ms = ev_now(ag->loop);
+	ag->tunnels++;
+	log_info("tunnel-up realm=%s relay=%s", ag->cfg.realm, ag->cfg.url);
+}
+
+static void on_bin(struct agent *ag, const uint8_t *msg, size_t len)
+{
+	enum tunmsg_bin type;
+	uint32_t id;
+	const uint8_t *p;
+	size_t n;
+	struct astream *s;
+
+	if (!ag->bin || tunmsg_bin_decode(msg, len, &type, &id, &p, &n) < 0) {
+		ag->bad_msgs++;
+		return;
+	}
+	s = stream_of(ag, id);
+	if (s == NULL)
+		return;
+	if (type == TUNMSG_BIN_CREDIT) {
+		uint32_t c = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+			     (uint32_t)p[3];
+
+		if (c > TUNMSG_BIN_WINDOW - s->credit) {
+			ag->bad_msgs++;
+			return;
+		}
+		s->credit += c;
+		astream_update(s);
+		return;
+	}
+	astream_deliver(s, p, n);
+}
+
+static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
+{
+	struct tunmsg m;
+	struct astream *s;
+
+	if (tunmsg_decode((const char *)msg, len, &m, ag->chunk, sizeof(ag->chunk)) < 0) {
+		ag->bad_msgs++;
+		return;
+	}
+	switch (m.cmd) {
+	case TUNMSG_PING: {
+		struct tunmsg pong = {.cmd = TUNMSG_PONG};
+
+		send_msg(ag, &pong);
+		return;
+	}
+	case TUNMSG_ALLOCATE_OK:
+	case TUNMSG_ALLOCATE_ERR:
+		on_alloc_answer(ag, &m);
+		return;
+	case TUNMSG_CONNECT:
+		on_connect(ag, &m);
+		return;
+	case TUNMSG_DATA:
+		s = stream_of(ag, m.stream_id);
+		if (s != NULL && m.chunk_len > 0)
+			astream_deliver(s, m.chunk, m.chunk_len);
+		return;
+	case TUNMSG_CLOSE:
+		s = stream_of(ag, m.stream_id);
+		if (s == NULL || s->r_eof)
+			return;
+		s->r_eof = true;
+		if (s->connecting)
+			return;
+		if (astream_flush(s) < 0) {
+			astream_free(s, false);
+			return;
+		}
+		if (astream_done(s))
+			astream_free(s, false);
+		else
+			astream_update(s);
+		return;
+	case TUNMSG_RESET:
+		s = stream_of(ag, m.stream_id);
+		if (s != NULL)
+			astream_free(s, true);
+		return;
+	case TUNMSG_X_RALLY:
+		if (!ag->cfg.json_only && m.x_version >= 1 && (m.x_features & TUNMSG_X_BIN) &&
+		    htab_count(ag->streams) == 0) {
+			struct tunmsg x = {
+				.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_BIN};
+
+			send_msg(ag, &x);
+			ag->bin = true;
+		}
+		return;
+	default:
+		return;
+	}
+}
+
+static void on_ws_msg(struct ws *w, bool binary, const uint8_t *msg, size_t len, void *arg)
+{
+	struct agent *ag = arg;
+
+	(void)w;
+	switch (ag->state) {
+	case AG_CHALLENGE:
+		on_challenge(ag, msg, len);
+		return;
+	case AG_WELCOME:
+		on_welcome(ag, msg, len);
+		return;
+	case AG_OPEN:
+		if (binary)
+			on_bin(ag, msg, len);
+		else
+			on_msg(ag, msg, len);
+		return;
+	default:
+		return;
+	}
+}
+
+static void on_ws_drain(struct ws *w, void *arg)
+{
+	struct agent *ag = arg;
+	struct astream **slot;
+
+	(void)w;
+	if (!ag->paused)
+		return;
+	ag->paused = false;
+	for (slot = htab_oldest(ag->streams); slot != NULL; slot = htab_newer(ag->streams, slot))
+		astream_update(*slot);
+}
+
+static const struct ws_ops agent_ops = {
+	.on_msg = on_ws_msg,
+	.on_open = on_ws_open,
+	.on_drain = on_ws_drain,
+	.on_close = on_ws_close,
+};
+
+static void dial(struct agent *ag)
+{
+	struct ws_cfg wc = {.max_msg = TUNMSG_JSON_MAX,
+			    .low_water = AG_LOW,
+			    .ca_file = ag->cfg.ca_file,
+			    .connect_timeout_ms = 15000};
+
+	ag->ws = ws_connect(ag->loop, ag->cfg.url, &wc, &agent_ops, ag);
+	if (ag->ws == NULL) {
+		tunnel_lost(ag, "dial failed");
+		return;
+	}
+	ag->state = AG_DIALING;
+	if (ag->backoff_ms < AG_BACKOFF_MAX)
+		ag->backoff_ms *= 2;
+	if (ag->backoff_ms > AG_BACKOFF_MAX)
+		ag->backoff_ms = AG_BACKOFF_MAX;
+}
+
+static void on_retry(struct ev_timer *t, void *arg)
+{
+	(void)t;
+	dial(arg);
+}
+
+/* Once a second: allocation requests the relay never answered, local
+ * connects that hang, the keepalive. */
+static void on_tick(struct ev_timer *t, void *arg)
+{
+	struct agent *ag = arg;
+	long long now = ev_now(ag->loop);
+	struct astream **slot, **next;
+
+	(void)t;
+	for (size_t i = 0; i < ag->npend;) {
+		if (ag->pend[i].deadline_ms <= now) {
+			httpd_reply_error(ag->pend[i].req, 504, "the relay did not answer");
+			ag->pend[i] = ag->pend[--ag->npend];
+		} else {
+			i++;
+		}
+	}
+	for (slot = htab_oldest(ag->streams); slot != NULL; slot = next) {
+		next = htab_newer(ag->streams, slot);
+		if ((*slot)->connecting && now - (*slot)->opened_ms >= AG_CONNECT_MS) {
+			struct tunmsg e = {.cmd = TUNMSG_CONNECT_ERR, .stream_id = (*slot)->id};
+
+			snprintf(e.error, sizeof(e.error), "local target timed out");
+			send_msg(ag, &e);
+			astream_free(*slot, false);
+		}
+	}
+	if (ag->state == AG_OPEN && now - ag->last_ping_ms >= AG_PING_MS) {
+		struct tunmsg ping = {.cmd = TUNMSG_PING};
+
+		send_msg(ag, &ping);
+		ag->last_ping_ms = now;
+	}
+	ev_timer_start(ag->loop, &ag->tick, 1000, on_tick, ag);
+}
+
+/* ---- the key file and keygen ---- */
+
+static int load_key(struct agent *ag)
+{
+	char *text = NULL;
+	size_t len;
+	uint8_t seed[32], pk[32];
+	int r = statefile_read(ag->cfg.key_file, 4096, &text, &len);
+
+	if (r < 0) {
+		errno = -r;
+		log_warn("key-unreadable file=%s", ag->cfg.key_file);
+		return r;
+	}
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+		text[--len] = '\0';
+	r = relay_keys_parse_key(text, seed);
+	sodium_memzero(text, len);
+	free(text);
+	if (r < 0) {
+		log_err("key-refused file=%s reason=\"expected 32 bytes: 64 hex or base64\"",
+			ag->cfg.key_file);
+		return -EINVAL;
+	}
+	crypto_sign_seed_keypair(pk, ag->sk, seed);
+	sodium_memzero(seed, sizeof(seed));
+	return 0;
+}
+
+static int keygen(const char *path)
+{
+	uint8_t seed[32], pk[32], sk[64];
+	char hex[65], pkhex[65];
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ssize_t n;
+
+	if (fd < 0) {
+		fprintf(stderr, "rally-relay agent keygen: %s: %s\n", path, strerror(errno));
+		return DAEMON_EXIT_FAIL;
+	}
+	randombytes_buf(seed, sizeof(seed));
+	crypto_sign_seed_keypair(pk, sk, seed);
+	sodium_bin2hex(hex, sizeof(hex), seed, sizeof(seed));
+	hex[64] = '\n';
+	n = write(fd, hex, 65);
+	sodium_memzero(hex, sizeof(hex));
+	sodium_memzero(seed, sizeof(seed));
+	sodium_memzero(sk, sizeof(sk));
+	if (n != 65 || fsync(fd) < 0 || close(fd) < 0) {
+		fprintf(stderr, "rally-relay agent keygen: %s: write failed\n", path);
+		unlink(path);
+		return DAEMON_EXIT_FAIL;
+	}
+	sodium_bin2hex(pkhex, sizeof(pkhex), pk, sizeof(pk));
+	printf("public_key=%s\n", pkhex);
+	return DAEMON_EXIT_OK;
+}
+
+/* ---- main ---- */
+
+static void set_target(struct addr *a, const char *s, const char *what)
+{
+	if (addr_parse(a, s, -1) < 0 || addr_port(a) == 0)
+		daemon_die_usage("--%s %s: expected IP:PORT", what, s);
+}
+
+static void set_auth(void *ctx, const char *s)
+{
+	set_target(&((struct agent_cfg *)ctx)->target[0], s, "auth");
+}
+
+static void set_world(void *ctx, const char *s)
+{
+	set_target(&((struct agent_cfg *)ctx)->target[1], s, "world");
+}
+
+static void on_stop(struct daemon *d, void *arg)
+{
+	(void)arg;
+	ev_loop_stop(d->loop);
+}
+
+static void on_reload(struct daemon *d, void *arg)
+{
+	(void)d;
+	(void)arg;
+}
+
+int relay_agent_main(int argc, char **argv)
+{
+	static struct agent ag;
+	struct agent_cfg *c = &ag.cfg;
+	struct daemon *d = &ag.d;
+	char canon[37], ca[ADDR_STRLEN];
+	struct daemon_flag flags[] = {
+		DAEMON_STR_SET("relay", c->url),
+		DAEMON_STR_SET("realm-id", c->realm),
+		DAEMON_STR_SET("key", c->key_file),
+		DAEMON_FN("auth", set_auth, c),
+		DAEMON_FN("world", set_world, c),
+		DAEMON_ADDR("control", &c->control),
+		DAEMON_STR_SET("token-file", c->token_file),
+		DAEMON_STR_SET("ca-file", c->ca_file),
+		DAEMON_BOOL("json-framing", &c->json_only),
+	};
+	const size_t n = DAEMON_NFLAGS(flags);
+	int pos, ret = -EINVAL;
+
+	if (argc >= 2 && strcmp(argv[1], "keygen") == 0) {
+		if (argc != 3) {
+			fprintf(stderr, "usage: rally-relay agent keygen FILE\n");
+			return DAEMON_EXIT_USAGE;
+		}
+		if (sodium_init() < 0)
+			return DAEMON_EXIT_FAIL;
+		return keygen(argv[2]);
+	}
+	addr_parse(&c->target[0], "127.0.0.1:3724", -1);
+	addr_parse(&c->target[1], "127.0.0.1:8085", -1);
+	daemon_init(d, "rally-relay agent", usage);
+	pos = daemon_parse(d, argc, argv, flags, n);
+	if (pos < argc)
+		daemon_die_usage("unexpected argument: %s", argv[pos]);
+	if (!daemon_flag_seen(flags, n, "relay") || !daemon_flag_seen(flags, n, "realm-id") ||
+	    !daemon_flag_seen(flags, n, "key"))
+		daemon_die_usage("%s", "--relay, --realm-id and --key are required");
+	if (strncmp(c->url, "ws://", 5) != 0 && strncmp(c->url, "wss://", 6) != 0)
+		daemon_die_usage("--relay %s: expected ws://... or wss://...", c->url);
+	if (relay_keys_canon_uuid(c->realm, canon) < 0)
+		daemon_die_usage("--realm-id %s: expected a UUID", c->realm);
+	memcpy(c->realm, canon, sizeof(canon));
+	c->control_on = daemon_flag_seen(flags, n, "control");
+	if (c->control_on && c->token_file[0] == '\0')
+		daemon_die_usage("%s", "--control needs --token-file");
+	daemon_start(d);
+	ag.loop = d->loop;
+	daemon_set_handlers(d, on_stop, on_reload, &ag);
+	daemon_raise_nofile(AG_MAX_STREAMS + 256, "streams");
+	ev_timer_init(&ag.retry);
+	ev_timer_init(&ag.tick);
+	strbuf_init(&ag.msg, TUNMSG_JSON_MAX);
+	ag.backoff_ms = AG_BACKOFF_MIN;
+	ag.streams = htab_new(AG_MAX_STREAMS, sizeof(uint32_t), sizeof(struct astream *));
+	ag.tokens = calloc(AG_MAX_TOKENS, sizeof(*ag.tokens));
+	if (ag.streams == NULL || ag.tokens == NULL) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = load_key(&ag);
+	if (ret < 0)
+		goto out;
+	if (c->control_on) {
+		struct httpd_cfg hc = {.max_body = 4096, .conn_limit = 256, .conn_timeout_s = 30};
+		int fd;
+
+		ret = relay_token_load(c->token_file, ag.token_hash);
+		if (ret < 0)
+			goto out;
+		ag.control_bound = c->control;
+		fd = httpd_listen(&ag.control_bound);
+		if (fd < 0) {
+			ret = fd;
+			errno = -fd;
+			log_warn("control-listen-fail listen=%s",
+				 addr_str(&c->control, ca, sizeof(ca)));
+			goto out;
+		}
+		ag.httpd = httpd_new_take(ag.loop, fd, &hc, on_control, &ag);
+		if (ag.httpd == NULL) {
+			ret = -errno;
+			goto out;
+		}
+	}
+	if (d->check) {
+		log_bare("config-ok realm=%s relay=%s", c->realm, c->url);
+		ret = 0;
+		goto out;
+	}
+	if (ag.httpd != NULL)
+		daemon_ready(d, "control=%s", addr_str(&ag.control_bound, ca, sizeof(ca)));
+	else
+		daemon_ready(d, "relay=%s", c->url);
+	ev_timer_start(ag.loop, &ag.tick, 1000, on_tick, &ag);
+	dial(&ag);
+	ret = ev_loop_run(ag.loop);
+	ret = ret < 0 ? ret : 0;
+out:
+	drop_streams(&ag);
+	pend_fail_all(&ag, "agent stopping");
+	ws_free(ag.ws);
+	ev_timer_stop(ag.loop, &ag.retry);
+	ev_timer_stop(ag.loop, &ag.tick);
+	httpd_free(ag.httpd);
+	htab_free(ag.streams);
+	free(ag.tokens);
+	strbuf_release(&ag.msg);
+	sodium_memzero(ag.sk, sizeof(ag.sk));
+	daemon_free(d);
+	return ret < 0 ? DAEMON_EXIT_FAIL : DAEMON_EXIT_OK;
+}

@@ -1,0 +1,1512 @@
+/*
+ * The public side of the tunnel: coa-relay's wire, in our loop.
+ *
+ * A home host dials GET /relay/v1/host on the tunnel listener; libmicrohttpd
+ * answers the upgrade and hands the socket to a ws (common/ws, wslay
+ * framing). The host proves its realm with an Ed25519 signature over our
+ * nonce (key from relay_keys: a file or PostgreSQL), then asks for
+ * allocations: two ports from the pool (auth and world), each listening for
+ * one TCP connection from the expected player IP within the allocation's
+ * lifetime. An accepted connection becomes a stream: "connect" to the host,
+ * bytes both ways as "data" messages (JSON + base64 for coa hosts, binary
+ * frames with per-stream credits for our agent once it took x_rally), and
+ * the auth stream's REALM_LIST rewritten on its way to the player
+ * (common/realmlist).
+ *
+ * Back-pressure: a player's socket is read only while the host's send
+ * queue is under TUN_HOST_HIGH (and, in binary mode, while the stream has
+ * credit), so one tunnel never buffers without bound; bytes for a player
+ * who stops reading wait in that stream's buffer only, up to
+ * TUN_STREAM_BUF_MAX (coa hosts: the stream is then reset; our agent never
+ * sends past the credit it got).
+ *
+ * Everything a host holds (allocations, ports, streams) is reclaimed the
+ * moment its tunnel drops. Logs carry ids, addresses, times and byte
+ * counts, never stream contents.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <netinet/tcp.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "htab.h"
+#include "httpd.h"
+#include "log.h"
+#include "realmlist.h"
+#include "relay.h"
+#include "relay_keys.h"
+#include "relay_tunmsg.h"
+#include "strbuf.h"
+#include "ws.h"
+
+#define TUN_HOST_HIGH      ((size_t)1024 * 1024) /* stop reading players */
+#define TUN_HOST_LOW       ((size_t)256 * 1024)  /* and start again */
+#define TUN_STREAM_BUF_MAX ((size_t)2 * 1024 * 1024)
+#define TUN_REAP_MS        (5000)
+#define TUN_PENDING_HOSTS  (64) /* handshakes at once beyond max_hosts */
+
+struct tun_host;
+struct tun_alloc;
+
+struct tun_stream {
+	uint32_t id;
+	struct tun_host *h;
+	struct tun_alloc *a;
+	int slot; /* TUNMSG_AUTH or TUNMSG_WORLD */
+	struct ev_io *io;
+	int fd;
+	bool ok;           /* connect_ok came */
+	bool c_eof;        /* the player finished sending; close sent */
+	bool h_eof;        /* the host finished sending */
+	bool wr_shut;      /* shutdown(SHUT_WR) done */
+	struct strbuf out; /* host -> player bytes not yet written */
+	size_t out_off;
+	struct realmlist *rl; /* auth stream only */
+	uint32_t credit;      /* binary mode: bytes we may still send */
+	uint32_t owed;        /* binary mode: host bytes taken, not yet credited */
+	long long opened_ms, last_ms;
+	uint64_t bytes_up, bytes_down;
+	struct tun_stream *next, *prev; /* the host's list */
+};
+
+struct tun_alloc {
+	struct tun_host *h;
+	char token[TUNMSG_ID_MAX + 1];
+	char player[TUNMSG_ID_MAX + 1];
+	bool has_expect;
+	struct addr_ip expect;
+	uint16_t port[2];
+	struct ev_io *lio[2];
+	struct tun_stream *st[2];
+	bool done[2]; /* port back in the pool */
+	long long expires_ms;
+	long long expires_unix;
+	struct tun_alloc *next, *prev;
+};
+
+enum host_state { H_CHALLENGE, H_LOOKUP, H_OPEN, H_CLOSING, H_GONE };
+
+struct tun_host {
+	struct relay_tunnel *t;
+	struct ws *ws;
+	enum host_state state;
+	char nonce[TUNMSG_ID_MAX + 1];
+	char realm[TUNMSG_ID_MAX + 1];
+	uint8_t realm_key[16];
+	struct tunmsg_hello hello;
+	struct relay_keys_req *lookup;
+	struct ev_timer hs_timer;
+	struct addr peer;
+	bool registered; /* in t->realms */
+	bool bin;        /* our agent: binary data frames */
+	bool paused;     /* players not read: the tunnel is full */
+	unsigned nallocs, nstreams;
+	struct tun_alloc *allocs;
+	struct tun_stream *streams;
+	long long up_ms, last_rx_ms, last_ping_ms, ping_sent_ms;
+	long long rtt_ms;
+	struct tun_host *next, *prev; /* all hosts */
+};
+
+struct tun_stats {
+	uint64_t hosts_accepted, hosts_refused[4], hosts_replaced, hosts_dropped, hosts_full;
+	uint64_t allocs, alloc_refused[4], allocs_expired;
+	uint64_t streams, stream_refused[3], stream_ends[6];
+	uint64_t bytes_to_host, bytes_to_player;
+	uint64_t msgs_bad, msgs_unknown, msgs_unknown_stream, msgs_early, binary_ignored;
+	uint64_t ws_closed_oversize, ws_closed_proto;
+	uint64_t rl_rewritten, rl_malformed, rl_desync;
+	uint64_t targets_bad;
+};
+
+enum { REF_UNAUTHORIZED, REF_SIGNATURE, REF_HELLO, REF_TIMEOUT };
+static const char *const ref_names[] = {"unauthorized", "invalid_signature", "bad_hello",
+					"timeout"};
+enum { AREF_EXHAUSTED, AREF_TOTAL, AREF_REALM, AREF_PLAYER };
+static const char *const aref_names[] = {"ports_exhausted", "total_limit", "realm_limit",
+					 "player_limit"};
+static const char *const aref_text[] = {"relay ports exhausted", "too many allocations",
+					"too many allocations for realm",
+					"too many allocations for player"};
+enum { SREF_IP, SREF_BANNED, SREF_LIMIT };
+static const char *const sref_names[] = {"unexpected_ip", "banned", "stream_limit"};
+enum { END_DONE, END_HOST_RESET, END_PLAYER_RESET, END_OVERFLOW, END_IDLE, END_CONNECT };
+static const char *const end_names[] = {"done",     "host_reset", "player_reset",
+					"overflow", "idle",       "connect_failed"};
+
+struct relay_tunnel {
+	struct relay *r;
+	struct ev_loop *loop;
+	struct httpd *httpd;
+	struct addr bound;
+	struct relay_keys *keys;
+	struct htab *realms;  /* realm uuid (16 bytes) -> struct tun_host * */
+	struct htab *streams; /* stream id -> struct tun_stream * */
+	struct tun_host *hosts;
+	unsigned nhosts_open, nhosts_all, nallocs, nstreams;
+	uint32_t next_stream;
+	/* the port pool: ports[0..nfree) are free; pos[p - min] is p's index */
+	uint16_t *ports, *pos;
+	size_t nports, nfree;
+	struct ev_timer reaper;
+	struct tun_stats st;
+	uint8_t chunk[TUNMSG_CHUNK_MAX * 4];
+	struct strbuf msg;
+};
+
+/* ---- the port pool: O(1) both ways ---- */
+
+static int pool_new(struct relay_tunnel *t, uint16_t min, uint16_t max)
+{
+	t->nports = (size_t)max - min + 1;
+	t->ports = calloc(t->nports, sizeof(*t->ports));
+	t->pos = calloc(t->nports, sizeof(*t->pos));
+	if (t->ports == NULL || t->pos == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nports; i++) {
+		t->ports[i] = (uint16_t)(min + i);
+		t->pos[i] = (uint16_t)i;
+	}
+	t->nfree = t->nports;
+	return 0;
+}
+
+static void pool_swap(struct relay_tunnel *t, size_t i, size_t j)
+{
+	uint16_t pi = t->ports[i], pj = t->ports[j];
+	uint16_t min = t->r->cfg.tunnel_port_min;
+
+	t->ports[i] = pj;
+	t->ports[j] = pi;
+	t->pos[pj - min] = (uint16_t)i;
+	t->pos[pi - min] = (uint16_t)j;
+}
+
+/* A random free port (Fisher-Yates step), or 0. */
+static uint16_t pool_take(struct relay_tunnel *t)
+{
+	size_t i;
+
+	if (t->nfree == 0)
+		return 0;
+	i = randombytes_uniform((uint32_t)t->nfree);
+	pool_swap(t, i, t->nfree - 1);
+	t->nfree--;
+	return t->ports[t->nfree];
+}
+
+static void pool_give(struct relay_tunnel *t, uint16_t port)
+{
+	size_t i = t->pos[port - t->r->cfg.tunnel_port_min];
+
+	if (i < t->nfree)
+		return; /* already free: an internal slip, never twice */
+	pool_swap(t, i, t->nfree);
+	t->nfree++;
+}
+
+/* ---- sending to a host ---- */
+
+static void host_send(struct tun_host *h, const struct tunmsg *m)
+{
+	struct relay_tunnel *t = h->t;
+
+	t->msg.len = 0;
+	t->msg.bad = false;
+	tunmsg_encode(m, &t->msg);
+	if (!t->msg.bad && h->ws != NULL)
+		ws_send(h->ws, false, t->msg.p, t->msg.len);
+}
+
+static void host_send_text(struct tun_host *h, const char *s)
+{
+	if (h->ws != NULL)
+		ws_send(h->ws, false, s, strlen(s));
+}
+
+static void send_stream_cmd(struct tun_host *h, enum tunmsg_cmd cmd, uint32_t id)
+{
+	struct tunmsg m = {.cmd = cmd, .stream_id = id};
+
+	host_send(h, &m);
+}
+
+/* ---- streams ---- */
+
+static void stream_update(struct tun_stream *s);
+static void host_drop(struct tun_host *h, const char *why);
+
+static void alloc_port_done(struct relay_tunnel *t, struct tun_alloc *a, int slot);
+
+static void stream_free(struct tun_stream *s, int why, bool abort_player)
+{
+	struct tun_host *h = s->h;
+	struct relay_tunnel *t = h->t;
+	struct tun_stream **slot = htab_get(t->streams, &s->id);
+
+	if (abort_player) {
+		struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+	ev_io_del(s->io, true);
+	if (slot != NULL)
+		htab_remove(t->streams, slot);
+	if (s->prev != NULL)
+		s->prev->next = s->next;
+	else
+		h->streams = s->next;
+	if (s->next != NULL)
+		s->next->prev = s->prev;
+	h->nstreams--;
+	t->nstreams--;
+	t->st.stream_ends[why]++;
+	if (s->rl != NULL) {
+		const struct realmlist_stats *rs = realmlist_stats(s->rl);
+
+		t->st.rl_rewritten += rs->rewritten;
+		t->st.rl_malformed += rs->malformed;
+		t->st.rl_desync += rs->desync;
+		realmlist_free(s->rl);
+	}
+	log_info("tunnel-stream-end realm=%s stream=%u target=%s up=%llu down=%llu ms=%lld "
+		 "reason=%s",
+		 h->realm, s->id, s->slot == TUNMSG_AUTH ? "auth" : "world",
+		 (unsigned long long)s->bytes_up, (unsigned long long)s->bytes_down,
+		 ev_now(t->loop) - s->opened_ms, end_names[why]);
+	strbuf_release(&s->out);
+	s->a->st[s->slot] = NULL;
+	alloc_port_done(t, s->a, s->slot);
+	free(s);
+}
+
+/* The stream is over when both directions finished and nothing waits. */
+static bool stream_finished(const struct tun_stream *s)
+{
+	return s->c_eof && s->h_eof && s->out.len == s->out_off;
+}
+
+/* Writes what waits for the player; -1 when the socket failed. */
+static int stream_flush(struct tun_stream *s)
+{
+	struct relay_tunnel *t = s->h->t;
+
+	while (s->out_off < s->out.len) {
+		ssize_t n =
+			send(s->fd, s->out.p + s->out_off, s->out.len - s->out_off, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return -1;
+		}
+		s->out_off += (size_t)n;
+		s->bytes_down += (uint64_t)n;
+		t->st.bytes_to_player += (uint64_t)n;
+	}
+	if (s->out_off == s->out.len) {
+		s->out.len = 0;
+		s->out_off = 0;
+		if (s->h_eof && !s->wr_shut) {
+			shutdown(s->fd, SHUT_WR);
+			s->wr_shut = true;
+		}
+	}
+	/* Binary mode: grant the host's bytes back once little of them waits
+	 * here, in big steps (the REALM_LIST rewrite changes lengths, so
+	 * credit counts the host's bytes, not the player's). */
+	if (s->h->bin && s->owed >= TUNMSG_BIN_WINDOW / 4 &&
+	    s->out.len - s->out_off < TUNMSG_BIN_WINDOW / 2) {
+		uint8_t f[TUNMSG_BIN_HDR + 4];
+
+		tunmsg_bin_header(f, TUNMSG_BIN_CREDIT, s->id);
+		f[5] = (uint8_t)(s->owed >> 24);
+		f[6] = (uint8_t)(s->owed >> 16);
+		f[7] = (uint8_t)(s->owed >> 8);
+		f[8] = (uint8_t)s->owed;
+		ws_send(s->h->ws, true, f, sizeof(f));
+		s->owed = 0;
+	}
+	return 0;
+}
+
+static bool stream_can_read(const struct tun_stream *s)
+{
+	return s->ok && !s->c_eof && !s->h->paused && (!s->h->bin || s->credit > 0);
+}
+
+static void stream_update(struct tun_stream *s)
+{
+	uint32_t ev = 0;
+
+	if (stream_can_read(s))
+		ev |= EPOLLIN;
+	if (s->out_off < s->out.len)
+		ev |= EPOLLOUT;
+	if (ev != ev_io_events(s->io))
+		ev_io_mod(s->io, ev);
+}
+
+/* Player -> host: one chunk per wakeup (fairness between streams). */
+static void stream_read(struct tun_stream *s)
+{
+	struct tun_host *h = s->h;
+	struct relay_tunnel *t = h->t;
+	size_t want = TUNMSG_CHUNK_MAX;
+	ssize_t n;
+
+	if (h->bin && want > s->credit)
+		want = s->credit;
+	n = recv(s->fd, t->chunk + TUNMSG_BIN_HDR, want, 0);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		send_stream_cmd(h, TUNMSG_RESET, s->id);
+		stream_free(s, END_PLAYER_RESET, false);
+		return;
+	}
+	if (n == 0) {
+		s->c_eof = true;
+		send_stream_cmd(h, TUNMSG_CLOSE, s->id);
+		if (stream_finished(s))
+			stream_free(s, END_DONE, false);
+		else
+			stream_update(s);
+		return;
+	}
+	s->last_ms = ev_now(t->loop);
+	s->bytes_up += (uint64_t)n;
+	t->st.bytes_to_host += (uint64_t)n;
+	if (h->bin) {
+		tunmsg_bin_header(t->chunk, TUNMSG_BIN_DATA, s->id);
+		ws_send(h->ws, true, t->chunk, (size_t)n + TUNMSG_BIN_HDR);
+		s->credit -= (uint32_t)n;
+	} else {
+		struct tunmsg m = {.cmd = TUNMSG_DATA,
+				   .stream_id = s->id,
+				   .chunk = t->chunk + TUNMSG_BIN_HDR,
+				   .chunk_len = (size_t)n};
+
+		host_send(h, &m);
+	}
+	if (ws_queued(h->ws) > TUN_HOST_HIGH && !h->paused) {
+		h->paused = true;
+		for (struct tun_stream *o = h->streams; o != NULL; o = o->next)
+			stream_update(o);
+		return;
+	}
+	if (h->bin && s->credit == 0)
+		stream_update(s);
+}
+
+static void on_stream_io(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct tun_stream *s = arg;
+
+	(void)io;
+	if (events & EPOLLOUT) {
+		if (stream_flush(s) < 0) {
+			send_stream_cmd(s->h, TUNMSG_RESET, s->id);
+			stream_free(s, END_PLAYER_RESET, false);
+			return;
+		}
+		if (stream_finished(s)) {
+			stream_free(s, END_DONE, false);
+			return;
+		}
+	}
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && stream_can_read(s))
+		stream_read(s);
+	else if (events & EPOLLERR) {
+		send_stream_cmd(s->h, TUNMSG_RESET, s->id);
+		stream_free(s, END_PLAYER_RESET, false);
+		return;
+	} else
+		stream_update(s);
+}
+
+/* Host -> player bytes of stream s. */
+static void stream_deliver(struct tun_stream *s, const uint8_t *p, size_t n)
+{
+	struct tun_host *h = s->h;
+	int r;
+
+	if (s->h_eof)
+		return; /* data after close: dropped */
+	s->last_ms = ev_now(h->t->loop);
+	s->owed += (uint32_t)n; /* credit back once written (binary mode) */
+	if (s->rl != NULL)
+		r = realmlist_feed(s->rl, p, n, &s->out);
+	else {
+		strbuf_append(&s->out, (const char *)p, n);
+		r = s->out.bad ? -ENOMEM : 0;
+	}
+	if (r < 0 || s->out.bad) {
+		/* The player does not read and the host (a coa host: no
+		 * credits) keeps sending: this stream only gives way. */
+		send_stream_cmd(h, TUNMSG_RESET, s->id);
+		stream_free(s, END_OVERFLOW, true);
+		return;
+	}
+	if (stream_flush(s) < 0) {
+		send_stream_cmd(h, TUNMSG_RESET, s->id);
+		stream_free(s, END_PLAYER_RESET, false);
+		return;
+	}
+	stream_update(s);
+}
+
+static struct tun_stream *host_stream(struct tun_host *h, uint32_t id)
+{
+	struct tun_stream **slot = htab_get(h->t->streams, &id);
+
+	if (slot == NULL || (*slot)->h != h) {
+		h->t->st.msgs_unknown_stream++;
+		return NULL;
+	}
+	return *slot;
+}
+
+/* ---- allocations ---- */
+
+static void alloc_free(struct relay_tunnel *t, struct tun_alloc *a)
+{
+	struct tun_host *h = a->h;
+
+	/* Only once no stream of a is left (host_drop frees them first). */
+	for (int i = 0; i < 2; i++) {
+		if (a->lio[i] != NULL) {
+			ev_io_del(a->lio[i], true);
+			a->lio[i] = NULL;
+		}
+		if (!a->done[i]) {
+			pool_give(t, a->port[i]);
+			a->done[i] = true;
+		}
+	}
+	if (a->prev != NULL)
+		a->prev->next = a->next;
+	else
+		h->allocs = a->next;
+	if (a->next != NULL)
+		a->next->prev = a->prev;
+	h->nallocs--;
+	t->nallocs--;
+	sodium_memzero(a->token, sizeof(a->token));
+	free(a);
+}
+
+/* A port's listener or stream ended: the port goes back; the allocation
+ * goes when both did. */
+static void alloc_port_done(struct relay_tunnel *t, struct tun_alloc *a, int slot)
+{
+	if (a->lio[slot] != NULL) {
+		ev_io_del(a->lio[slot], true);
+		a->lio[slot] = NULL;
+	}
+	if (!a->done[slot]) {
+		pool_give(t, a->port[slot]);
+		a->done[slot] = true;
+	}
+	if (a->done[0] && a->done[1] && a->st[0] == NULL && a->st[1] == NULL)
+		alloc_free(t, a);
+}
+
+static void on_listen(struct ev_io *io, uint32_t events, void *arg);
+
+/* A listening socket on the port, or -errno. */
+static int listen_port(struct relay_tunnel *t, uint16_t port)
+{
+	struct addr a = t->r->cfg.tunnel_bind;
+	int fd, on = 1;
+
+	addr_set_port(&a, port);
+	fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (bind(fd, (const struct sockaddr *)&a.ss, a.len) < 0 || listen(fd, 16) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* Takes a port from the pool and listens on it, skipping ports another
+ * program holds (they go back to the pool for later). */
+static int take_port(struct relay_tunnel *t, uint16_t *port, int *fd)
+{
+	uint16_t busy[8];
+	size_t nbusy = 0;
+	int r = -EADDRINUSE;
+
+	while (nbusy < sizeof(busy) / sizeof(busy[0])) {
+		uint16_t p = pool_take(t);
+
+		if (p == 0) {
+			r = -ENOSPC;
+			break;
+		}
+		*fd = listen_port(t, p);
+		if (*fd >= 0) {
+			*port = p;
+			r = 0;
+			break;
+		}
+		busy[nbusy++] = p;
+	}
+	for (size_t i = 0; i < nbusy; i++)
+		pool_give(t, busy[i]);
+	return r;
+}
+
+static void token_new(char out[static TUNMSG_ID_MAX + 1])
+{
+	uint8_t b[16];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, TUNMSG_ID_MAX + 1, b, sizeof(b));
+}
+
+static void alloc_reply(struct tun_host *h, const struct tunmsg *req, const struct tun_alloc *a,
+			int refused)
+{
+	struct relay_tunnel *t = h->t;
+	struct tunmsg m = {.request_id = req->request_id};
+
+	if (a == NULL) {
+		m.cmd = TUNMSG_ALLOCATE_ERR;
+		snprintf(m.error, sizeof(m.error), "%s", aref_text[refused]);
+		t->st.alloc_refused[refused]++;
+	} else {
+		m.cmd = TUNMSG_ALLOCATE_OK;
+		memcpy(m.token, a->token, sizeof(m.token));
+		snprintf(m.relay_host, sizeof(m.relay_host), "%s", t->r->cfg.tunnel_relay_host);
+		m.auth_port = a->port[TUNMSG_AUTH];
+		m.world_port = a->port[TUNMSG_WORLD];
+		m.expires_at = a->expires_unix;
+	}
+	host_send(h, &m);
+}
+
+static void do_allocate(struct tun_host *h, const struct tunmsg *m)
+{
+	struct relay_tunnel *t = h->t;
+	const struct relay_cfg *c = &t->r->cfg;
+	struct tun_alloc *a;
+	struct addr ip;
+	unsigned mine = 0;
+	int fds[2] = {-1, -1};
+
+	for (a = h->allocs; a != NULL; a = a->next) {
+		if (strcmp(a->player, m->player_id) != 0)
+			continue;
+		/* A retry of an allocation not used yet gets it again (coa
+		 * answers any unexpired one the same way). */
+		if (a->lio[0] != NULL && a->lio[1] != NULL) {
+			if (!a->has_expect && m->expected_ip[0] != '\0' &&
+			    addr_parse_ip(&ip, m->expected_ip) == 0) {
+				addr_to_ip(&ip, &a->expect);
+				a->has_expect = true;
+			}
+			alloc_reply(h, m, a, 0);
+			return;
+		}
+		mine++;
+	}
+	if (t->nallocs >= c->tunnel_max_allocs) {
+		alloc_reply(h, m, NULL, AREF_TOTAL);
+		return;
+	}
+	if (h->nallocs >= c->tunnel_max_allocs_realm) {
+		alloc_reply(h, m, NULL, AREF_REALM);
+		return;
+	}
+	if (mine >= c->tunnel_max_allocs_player) {
+		alloc_reply(h, m, NULL, AREF_PLAYER);
+		return;
+	}
+	a = calloc(1, sizeof(*a));
+	if (a == NULL) {
+		alloc_reply(h, m, NULL, AREF_EXHAUSTED);
+		return;
+	}
+	if (m->expected_ip[0] != '\0') {
+		if (addr_parse_ip(&ip, m->expected_ip) < 0) {
+			/* coa binds nothing then (an open port): we refuse. */
+			struct tunmsg e = {.cmd = TUNMSG_ALLOCATE_ERR, .request_id = m->request_id};
+
+			free(a);
+			snprintf(e.error, sizeof(e.error), "invalid expected_client_ip");
+			t->st.msgs_bad++;
+			host_send(h, &e);
+			return;
+		}
+		addr_to_ip(&ip, &a->expect);
+		a->has_expect = true;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (take_port(t, &a->port[i], &fds[i]) < 0) {
+			if (i == 1) {
+				close(fds[0]);
+				pool_give(t, a->port[0]);
+			}
+			free(a);
+			alloc_reply(h, m, NULL, AREF_EXHAUSTED);
+			return;
+		}
+	}
+	a->h = h;
+	snprintf(a->player, sizeof(a->player), "%s", m->player_id);
+	token_new(a->token);
+	a->expires_ms = ev_now(t->loop) + c->tunnel_alloc_timeout_ms;
+	a->expires_unix = (long long)time(NULL) + c->tunnel_alloc_timeout_ms / 1000;
+	for (int i = 0; i < 2; i++) {
+		a->lio[i] = ev_io_add(t->loop, fds[i], EPOLLIN, on_listen, a);
+		if (a->lio[i] == NULL) {
+			close(fds[i]);
+			if (i == 1) {
+				ev_io_del(a->lio[0], true);
+				a->lio[0] = NULL;
+			}
+			pool_give(t, a->port[0]);
+			pool_give(t, a->port[1]);
+			free(a);
+			alloc_reply(h, m, NULL, AREF_EXHAUSTED);
+			return;
+		}
+	}
+	a->next = h->allocs;
+	if (h->allocs != NULL)
+		h->allocs->prev = a;
+	h->allocs = a;
+	h->nallocs++;
+	t->nallocs++;
+	t->st.allocs++;
+	log_info("tunnel-alloc realm=%s auth_port=%u world_port=%u expect=%s", h->realm, a->port[0],
+		 a->port[1], a->has_expect ? "yes" : "any");
+	alloc_reply(h, m, a, 0);
+}
+
+static void on_listen(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct tun_alloc *a = arg;
+	struct tun_host *h = a->h;
+	struct relay_tunnel *t = h->t;
+	int slot = io == a->lio[0] ? 0 : 1;
+	struct addr peer = {.len = sizeof(peer.ss)};
+	struct addr_ip pip;
+	struct tun_stream *s, **hslot;
+	char ps[ADDR_STRLEN];
+	int fd, on = 1;
+	struct tunmsg m;
+
+	(void)events;
+	fd = accept4(ev_io_fd(io), (struct sockaddr *)&peer.ss, &peer.len,
+		     SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	/* One connection per port: the listener goes at once. */
+	ev_io_del(a->lio[slot], true);
+	a->lio[slot] = NULL;
+	addr_to_ip(&peer, &pip);
+	if (a->has_expect && memcmp(&pip, &a->expect, sizeof(pip)) != 0) {
+		t->st.stream_refused[SREF_IP]++;
+		log_warn("tunnel-refuse realm=%s port=%u peer=%s reason=unexpected-ip", h->realm,
+			 a->port[slot], addr_ip_str(&peer, ps, sizeof(ps)));
+		close(fd);
+		alloc_port_done(t, a, slot);
+		return;
+	}
+	if (t->r->bans != NULL && relay_bans_check(t->r->bans, &pip)) {
+		t->st.stream_refused[SREF_BANNED]++;
+		close(fd);
+		alloc_port_done(t, a, slot);
+		return;
+	}
+	if (h->nstreams >= t->r->cfg.tunnel_max_streams) {
+		t->st.stream_refused[SREF_LIMIT]++;
+		close(fd);
+		alloc_port_done(t, a, slot);
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		close(fd);
+		alloc_port_done(t, a, slot);
+		return;
+	}
+	do {
+		s->id = ++t->next_stream;
+	} while (s->id == 0 || htab_get(t->streams, &s->id) != NULL);
+	hslot = htab_insert(t->streams, &s->id, false, NULL);
+	if (hslot == NULL) {
+		free(s);
+		close(fd);
+		alloc_port_done(t, a, slot);
+		return;
+	}
+	*hslot = s;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	s->fd = fd;
+	s->h = h;
+	s->a = a;
+	s->slot = slot;
+	s->opened_ms = s->last_ms = ev_now(t->loop);
+	s->credit = TUNMSG_BIN_WINDOW;
+	strbuf_init(&s->out, TUN_STREAM_BUF_MAX);
+	if (slot == TUNMSG_AUTH) {
+		char addr[RELAY_HOST_MAX + 8];
+
+		snprintf(addr, sizeof(addr), "%s:%u", t->r->cfg.tunnel_relay_host,
+			 a->port[TUNMSG_WORLD]);
+		s->rl = realmlist_new(addr);
+	}
+	s->io = ev_io_add(t->loop, fd, 0, on_stream_io, s);
+	if (s->io == NULL || (slot == TUNMSG_AUTH && s->rl == NULL)) {
+		htab_remove(t->streams, hslot);
+		realmlist_free(s->rl);
+		strbuf_release(&s->out);
+		if (s->io != NULL)
+			ev_io_del(s->io, true);
+		else
+			close(fd);
+		free(s);
+		alloc_port_done(t, a, slot);
+		return;
+	}
+	a->st[slot] = s;
+	s->next = h->streams;
+	if (h->streams != NULL)
+		h->streams->prev = s;
+	h->streams = s;
+	h->nstreams++;
+	t->nstreams++;
+	t->st.streams++;
+	memset(&m, 0, sizeof(m));
+	m.cmd = TUNMSG_CONNECT;
+	m.stream_id = s->id;
+	m.target = slot == 0 ? TUNMSG_AUTH : TUNMSG_WORLD;
+	memcpy(m.token, a->token, sizeof(m.token));
+	host_send(h, &m);
+	log_info("tunnel-stream realm=%s stream=%u target=%s port=%u peer=%s", h->realm, s->id,
+		 slot == 0 ? "auth" : "world", a->port[slot], addr_ip_str(&peer, ps, sizeof(ps)));
+}
+
+/* ---- hosts ---- */
+
+static void host_unlink(struct tun_host *h)
+{
+	struct relay_tunnel *t = h->t;
+
+	if (h->prev != NULL)
+		h->prev->next = h->next;
+	else
+		t->hosts = h->next;
+	if (h->next != NULL)
+		h->next->prev = h->prev;
+	t->nhosts_all--;
+}
+
+/* Everything of h goes now: streams, ports, the tunnel. */
+static void host_drop(struct tun_host *h, const char *why)
+{
+	struct relay_tunnel *t = h->t;
+
+	if (h->state == H_GONE)
+		return;
+	if (h->state == H_OPEN)
+		log_info("tunnel-host-down realm=%s allocations=%u streams=%u up_s=%lld reason=%s",
+			 h->realm, h->nallocs, h->nstreams, (ev_now(t->loop) - h->up_ms) / 1000,
+			 why);
+	h->state = H_GONE;
+	ev_timer_stop(t->loop, &h->hs_timer);
+	relay_keys_cancel(h->lookup);
+	h->lookup = NULL;
+	/* Streams first (each gives its port back, and its allocation when
+	 * that was the last port), then what is left of the allocations. */
+	while (h->streams != NULL)
+		stream_free(h->streams, END_HOST_RESET, true);
+	while (h->allocs != NULL)
+		alloc_free(t, h->allocs);
+	if (h->registered) {
+		struct tun_host **slot = htab_get(t->realms, h->realm_key);
+
+		if (slot != NULL && *slot == h)
+			htab_remove(t->realms, slot);
+		h->registered = false;
+		t->nhosts_open--;
+	}
+	host_unlink(h);
+	ws_free(h->ws);
+	h->ws = NULL;
+	free(h);
+}
+
+static int uuid_bytes(const char *s, uint8_t out[static 16])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; s[i] != '\0'; i++) {
+		char c = s[i];
+		int v;
+
+		if (c == '-')
+			continue;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else
+			return -EINVAL;
+		if (n == 32)
+			return -EINVAL;
+		if (n % 2 == 0)
+			out[n / 2] = (uint8_t)(v << 4);
+		else
+			out[n / 2] |= (uint8_t)v;
+		n++;
+	}
+	return n == 32 ? 0 : -EINVAL;
+}
+
+static void refuse(struct tun_host *h, int why, const char *message)
+{
+	char buf[96];
+
+	h->t->st.hosts_refused[why]++;
+	log_warn("tunnel-refuse realm=%s reason=%s", h->realm[0] != '\0' ? h->realm : "-",
+		 ref_names[why]);
+	if (message != NULL) {
+		snprintf(buf, sizeof(buf), "{\"ok\":false,\"message\":\"%s\"}", message);
+		host_send_text(h, buf);
+	}
+	/* Messages are ignored from now on; the close ends it. */
+	h->state = H_CLOSING;
+	ws_close(h->ws, 1008);
+}
+
+static void host_welcome(struct tun_host *h)
+{
+	struct relay_tunnel *t = h->t;
+	struct tun_host **slot;
+	struct tunmsg x = {.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_BIN};
+	char ps[ADDR_STRLEN];
+
+	slot = htab_get(t->realms, h->realm_key);
+	if (slot != NULL) {
+		/* The same realm dialled again (its old link may be half dead):
+		 * the new tunnel wins, the old one and all it held go. */
+		struct tun_host *old = *slot;
+
+		t->st.hosts_replaced++;
+		host_drop(old, "replaced");
+	}
+	if (t->nhosts_open >= t->r->cfg.tunnel_max_hosts) {
+		t->st.hosts_full++;
+		host_send_text(h, "{\"ok\":false,\"message\":\"relay full\"}");
+		h->state = H_CLOSING;
+		ws_close(h->ws, 1013);
+		return;
+	}
+	slot = htab_insert(t->realms, h->realm_key, false, NULL);
+	if (slot == NULL) {
+		t->st.hosts_full++;
+		h->state = H_CLOSING;
+		ws_close(h->ws, 1013);
+		return;
+	}
+	*slot = h;
+	h->registered = true;
+	t->nhosts_open++;
+	h->state = H_OPEN;
+	h->up_ms = h->last_rx_ms = h->last_ping_ms = ev_now(t->loop);
+	t->st.hosts_accepted++;
+	host_send_text(h, "{\"ok\":true,\"message\":\"welcome\"}");
+	host_send(h, &x);
+	log_info("tunnel-host-up realm=%s peer=%s", h->realm,
+		 addr_ip_str(&h->peer, ps, sizeof(ps)));
+}
+
+static void on_key(void *arg, enum relay_keys_result res, const uint8_t pk[32])
+{
+	struct tun_host *h = arg;
+	char msg[TUNMSG_ID_MAX * 2 + 64];
+	uint8_t sig[64];
+	int n;
+
+	h->lookup = NULL;
+	if (h->state != H_LOOKUP)
+		return;
+	if (res != RELAY_KEYS_FOUND) {
+		refuse(h, REF_UNAUTHORIZED, "unauthorized");
+		return;
+	}
+	n = tunmsg_signed_message(h->hello.realm_id, h->nonce, msg, sizeof(msg));
+	if (n < 0 || tunmsg_parse_sig(h->hello.signature, sig) < 0 ||
+	    crypto_sign_verify_detached(sig, (const uint8_t *)msg, (unsigned long long)n, pk) !=
+		    0) {
+		refuse(h, REF_SIGNATURE, "invalid signature");
+		return;
+	}
+	host_welcome(h);
+}
+
+static void on_hello(struct tun_host *h, bool binary, const uint8_t *msg, size_t len)
+{
+	char canon[37];
+
+	ev_timer_stop(h->t->loop, &h->hs_timer);
+	if (binary || len > TUNMSG_CTRL_MAX ||
+	    tunmsg_decode_hello((const char *)msg, len, &h->hello) < 0) {
+		/* coa: bad JSON, just close */
+		refuse(h, REF_HELLO, NULL);
+		return;
+	}
+	h->state = H_LOOKUP;
+	if (relay_keys_canon_uuid(h->hello.realm_id, canon) < 0 ||
+	    uuid_bytes(canon, h->realm_key) < 0) {
+		refuse(h, REF_UNAUTHORIZED, "unauthorized");
+		return;
+	}
+	snprintf(h->realm, sizeof(h->realm), "%s", canon);
+	h->lookup = relay_keys_lookup(h->t->keys, canon, on_key, h);
+}
+
+static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
+{
+	struct relay_tunnel *t = h->t;
+	enum tunmsg_bin type;
+	uint32_t id;
+	const uint8_t *p;
+	size_t n;
+	struct tun_stream *s;
+
+	if (!h->bin) {
+		t->st.binary_ignored++; /* coa: only text frames carry messages */
+		return;
+	}
+	if (tunmsg_bin_decode(msg, len, &type, &id, &p, &n) < 0) {
+		t->st.msgs_bad++;
+		return;
+	}
+	s = host_stream(h, id);
+	if (s == NULL)
+		return;
+	if (type == TUNMSG_BIN_CREDIT) {
+		uint32_t c = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+			     (uint32_t)p[3];
+
+		if (c > TUNMSG_BIN_WINDOW - s->credit) {
+			t->st.msgs_bad++;
+			return;
+		}
+		s->credit += c;
+		stream_update(s);
+		return;
+	}
+	stream_deliver(s, p, n);
+}
+
+static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
+{
+	struct relay_tunnel *t = h->t;
+	struct tunmsg m;
+	struct tun_stream *s;
+	int r = tunmsg_decode((const char *)msg, len, &m, t->chunk, sizeof(t->chunk));
+
+	if (r < 0) {
+		t->st.msgs_bad++;
+		return;
+	}
+	if (m.cmd != TUNMSG_DATA && len > TUNMSG_CTRL_MAX) {
+		t->st.msgs_bad++;
+		return;
+	}
+	switch (m.cmd) {
+	case TUNMSG_PING: {
+		struct tunmsg pong = {.cmd = TUNMSG_PONG};
+
+		host_send(h, &pong);
+		return;
+	}
+	case TUNMSG_PONG:
+		if (h->ping_sent_ms > 0) {
+			h->rtt_ms = ev_now(t->loop) - h->ping_sent_ms;
+			h->ping_sent_ms = 0;
+		}
+		return;
+	case TUNMSG_ALLOCATE:
+		do_allocate(h, &m);
+		return;
+	case TUNMSG_CONNECT_OK:
+		s = host_stream(h, m.stream_id);
+		if (s != NULL && !s->ok) {
+			s->ok = true;
+			stream_update(s);
+		}
+		return;
+	case TUNMSG_CONNECT_ERR:
+		s = host_stream(h, m.stream_id);
+		if (s != NULL)
+			stream_free(s, END_CONNECT, true);
+		return;
+	case TUNMSG_DATA:
+		s = host_stream(h, m.stream_id);
+		if (s != NULL && m.chunk_len > 0)
+			stream_deliver(s, m.chunk, m.chunk_len);
+		return;
+	case TUNMSG_CLOSE:
+		s = host_stream(h, m.stream_id);
+		if (s == NULL || s->h_eof)
+			return;
+		s->h_eof = true;
+		if (s->rl != NULL) {
+			realmlist_flush(s->rl, &s->out);
+		}
+		if (stream_flush(s) < 0) {
+			stream_free(s, END_PLAYER_RESET, false);
+			return;
+		}
+		if (stream_finished(s))
+			stream_free(s, END_DONE, false);
+		else
+			stream_update(s);
+		return;
+	case TUNMSG_RESET:
+		s = host_stream(h, m.stream_id);
+		if (s != NULL)
+			stream_free(s, END_HOST_RESET, true);
+		return;
+	case TUNMSG_X_RALLY:
+		/* Our agent's answer: binary data frames from now on. */
+		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_BIN))
+			h->bin = true;
+		return;
+	default:
+		t->st.msgs_unknown++;
+		return;
+	}
+}
+
+static void on_ws_msg(struct ws *w, bool binary, const uint8_t *msg, size_t len, void *arg)
+{
+	struct tun_host *h = arg;
+
+	(void)w;
+	h->last_rx_ms = ev_now(h->t->loop);
+	switch (h->state) {
+	case H_CHALLENGE:
+		on_hello(h, binary, msg, len);
+		return;
+	case H_LOOKUP:
+		h->t->st.msgs_early++;
+		return;
+	case H_OPEN:
+		if (binary)
+			host_bin(h, msg, len);
+		else
+			host_msg(h, msg, len);
+		return;
+	case H_CLOSING:
+	case H_GONE:
+		return;
+	}
+}
+
+static void on_ws_drain(struct ws *w, void *arg)
+{
+	struct tun_host *h = arg;
+
+	(void)w;
+	if (!h->paused)
+		return;
+	h->paused = false;
+	for (struct tun_stream *s = h->streams; s != NULL; s = s->next)
+		stream_update(s);
+}
+
+static void on_ws_close(struct ws *w, int err, void *arg)
+{
+	struct tun_host *h = arg;
+
+	(void)w;
+	if (err == -EMSGSIZE)
+		h->t->st.ws_closed_oversize++;
+	else if (err == -EPROTO)
+		h->t->st.ws_closed_proto++;
+	if (h->state == H_OPEN)
+		h->t->st.hosts_dropped++;
+	host_drop(h, err == -EMSGSIZE ? "oversize" : err == 0 ? "closed" : "lost");
+}
+
+static const struct ws_ops host_ops = {
+	.on_msg = on_ws_msg,
+	.on_drain = on_ws_drain,
+	.on_close = on_ws_close,
+};
+
+static void on_hs_timeout(struct ev_timer *tm, void *arg)
+{
+	struct tun_host *h = arg;
+
+	(void)tm;
+	if (h->state != H_CHALLENGE)
+		return;
+	h->t->st.hosts_refused[REF_TIMEOUT]++;
+	log_warn("tunnel-refuse realm=- reason=timeout");
+	host_drop(h, "timeout");
+}
+
+static void release_upgrade(void *arg)
+{
+	httpd_upgrade_close(arg);
+}
+
+static void on_upgraded(void *arg, int fd, const uint8_t *extra, size_t n, struct httpd_upgrade *u)
+{
+	struct relay_tunnel *t = arg;
+	struct tun_host *h = calloc(1, sizeof(*h));
+	struct ws_cfg wc = {.max_msg = TUNMSG_JSON_MAX, .low_water = TUN_HOST_LOW};
+	uint8_t raw[32];
+	char buf[TUNMSG_ID_MAX + 32];
+	socklen_t sl;
+
+	if (h == NULL) {
+		httpd_upgrade_close(u);
+		return;
+	}
+	h->t = t;
+	ev_timer_init(&h->hs_timer);
+	sl = sizeof(h->peer.ss);
+	if (getpeername(fd, (struct sockaddr *)&h->peer.ss, &sl) == 0)
+		h->peer.len = sl;
+	h->ws = ws_new_server(t->loop, fd, extra, n, &wc, &host_ops, h, release_upgrade, u);
+	if (h->ws == NULL) {
+		free(h);
+		httpd_upgrade_close(u);
+		return;
+	}
+	h->next = t->hosts;
+	if (t->hosts != NULL)
+		t->hosts->prev = h;
+	t->hosts = h;
+	t->nhosts_all++;
+	/* The seed: a base64url nonce of 32 random bytes. */
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2base64(h->nonce, sizeof(h->nonce), raw, sizeof(raw),
+			  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	snprintf(buf, sizeof(buf), "{\"nonce\":\"%s\"}", h->nonce);
+	host_send_text(h, buf);
+	ev_timer_start(t->loop, &h->hs_timer, t->r->cfg.tunnel_handshake_timeout_ms, on_hs_timeout,
+		       h);
+}
+
+/* ---- HTTP: the upgrade and the health answer ---- */
+
+static void health(struct relay_tunnel *t, struct httpd_req *req)
+{
+	char body[256];
+	int n = snprintf(body, sizeof(body),
+			 "{\"status\":\"ok\",\"service\":\"coa-relay\",\"version\":%d,"
+			 "\"connected_hosts\":%u,\"active_allocations\":%u,"
+			 "\"implementation\":\"rally-relay " RALLY_VERSION "\"}",
+			 TUNMSG_PROTO_V, t->nhosts_open, t->nallocs);
+
+	httpd_reply(req, 200, "application/json", body, (size_t)n);
+}
+
+static bool header_has(const char *v, const char *token)
+{
+	size_t n = strlen(token);
+
+	for (const char *p = v; p != NULL && *p != '\0'; p++)
+		if (strncasecmp(p, token, n) == 0)
+			return true;
+	return false;
+}
+
+static void on_http(struct httpd_req *req, void *arg)
+{
+	struct relay_tunnel *t = arg;
+	const char *path = httpd_path(req), *up, *key, *ver;
+	char accept[WS_ACCEPT_LEN + 1];
+
+	if (strcmp(httpd_method(req), "GET") != 0) {
+		httpd_reply_error(req, 405, "method not allowed");
+		return;
+	}
+	if (strcmp(path, "/relay/v1/health") == 0) {
+		health(t, req);
+		return;
+	}
+	if (strcmp(path, "/relay/v1/host") != 0) {
+		httpd_reply_error(req, 404, "not found");
+		return;
+	}
+	up = httpd_header(req, "Upgrade");
+	key = httpd_header(req, "Sec-WebSocket-Key");
+	ver = httpd_header(req, "Sec-WebSocket-Version");
+	if (up == NULL || !header_has(up, "websocket") || key == NULL ||
+	    ws_accept_key(key, accept) < 0) {
+		httpd_reply_error(req, 400, "expected a WebSocket upgrade");
+		return;
+	}
+	if (ver == NULL || strcmp(ver, "13") != 0) {
+		httpd_add_header(req, "Sec-WebSocket-Version", "13");
+		httpd_reply_error(req, 426, "WebSocket version 13 only");
+		return;
+	}
+	if (t->nhosts_all >= t->r->cfg.tunnel_max_hosts + TUN_PENDING_HOSTS) {
+		t->st.hosts_full++;
+		httpd_reply_error(req, 503, "relay full");
+		return;
+	}
+	httpd_add_header(req, "Sec-WebSocket-Accept", accept);
+	if (httpd_reply_upgrade(req, "websocket", on_upgraded, t) < 0)
+		httpd_reply_error(req, 500, "upgrade failed");
+}
+
+/* ---- the reaper: expiry, idle, keepalive ---- */
+
+static void on_reap(struct ev_timer *tm, void *arg)
+{
+	struct relay_tunnel *t = arg;
+	const struct relay_cfg *c = &t->r->cfg;
+	long long now = ev_now(t->loop);
+	struct tun_host *h, *hn;
+
+	(void)tm;
+	for (h = t->hosts; h != NULL; h = hn) {
+		struct tun_alloc *a, *an;
+		struct tun_stream *s, *sn;
+
+		hn = h->next;
+		if (h->state != H_OPEN)
+			continue;
+		if (now - h->last_rx_ms >= c->tunnel_idle_timeout_ms) {
+			t->st.hosts_dropped++;
+			host_drop(h, "idle");
+			continue;
+		}
+		for (s = h->streams; s != NULL; s = sn) {
+			sn = s->next;
+			if (!s->ok && now - s->opened_ms >= c->tunnel_connect_timeout_ms) {
+				send_stream_cmd(h, TUNMSG_RESET, s->id);
+				stream_free(s, END_CONNECT, true);
+			} else if (now - s->last_ms >= c->tunnel_idle_timeout_ms) {
+				send_stream_cmd(h, TUNMSG_RESET, s->id);
+				stream_free(s, END_IDLE, true);
+			}
+		}
+		/* Listeners unused past the lifetime close; the allocation
+		 * goes with them unless a stream still holds the other port. */
+		for (a = h->allocs; a != NULL; a = an) {
+			an = a->next;
+			if (now < a->expires_ms || (a->lio[0] == NULL && a->lio[1] == NULL))
+				continue;
+			t->st.allocs_expired++;
+			for (int i = 0; i < 2; i++) {
+				if (a->lio[i] == NULL)
+					continue;
+				ev_io_del(a->lio[i], true);
+				a->lio[i] = NULL;
+				pool_give(t, a->port[i]);
+				a->done[i] = true;
+			}
+			if (a->done[0] && a->done[1] && a->st[0] == NULL && a->st[1] == NULL)
+				alloc_free(t, a);
+		}
+		if (now - h->last_ping_ms >= c->tunnel_ping_ms) {
+			struct tunmsg ping = {.cmd = TUNMSG_PING};
+
+			host_send(h, &ping);
+			h->last_ping_ms = now;
+			if (h->ping_sent_ms == 0)
+				h->ping_sent_ms = now;
+		}
+	}
+	ev_timer_start(t->loop, &t->reaper, TUN_REAP_MS, on_reap, t);
+}
+
+/* ---- module ---- */
+
+int relay_tunnel_new(struct relay *r)
+{
+	struct relay_tunnel *t = calloc(1, sizeof(*t));
+	const struct relay_cfg *c = &r->cfg;
+	struct httpd_cfg hc = {
+		.max_body = 0,
+		.conn_limit = c->tunnel_max_hosts + TUN_PENDING_HOSTS + 64,
+		.per_ip_limit = 0,
+		.conn_timeout_s = 10,
+		.allow_upgrade = true,
+	};
+	int fd, ret;
+	char la[ADDR_STRLEN];
+
+	if (t == NULL)
+		return -ENOMEM;
+	t->r = r;
+	t->loop = r->loop;
+	r->tunnel = t;
+	ev_timer_init(&t->reaper);
+	strbuf_init(&t->msg, TUNMSG_JSON_MAX);
+	ret = pool_new(t, c->tunnel_port_min, c->tunnel_port_max);
+	if (ret < 0)
+		return ret;
+	t->realms = htab_new(c->tunnel_max_hosts + 1, 16, sizeof(struct tun_host *));
+	t->streams = htab_new(t->nports + 1, sizeof(uint32_t), sizeof(struct tun_stream *));
+	if (t->realms == NULL || t->streams == NULL)
+		return -ENOMEM;
+	t->keys = relay_keys_new(r->loop, c->tunnel_keys[0] != '\0' ? c->tunnel_keys : NULL,
+				 c->tunnel_pg[0] != '\0' ? c->tunnel_pg : NULL);
+	if (t->keys == NULL)
+		return errno != 0 ? -errno : -EINVAL;
+	if (r->check_only)
+		return 0;
+	t->bound = c->tunnel_listen;
+	fd = httpd_listen(&t->bound);
+	if (fd < 0) {
+		errno = -fd;
+		log_warn("tunnel-listen-fail listen=%s", addr_str(&t->bound, la, sizeof(la)));
+		return fd;
+	}
+	t->httpd = httpd_new_take(r->loop, fd, &hc, on_http, t);
+	if (t->httpd == NULL)
+		return -errno;
+	ev_timer_start(t->loop, &t->reaper, TUN_REAP_MS, on_reap, t);
+	return 0;
+}
+
+void relay_tunnel_free(struct relay_tunnel *t)
+{
+	if (t == NULL)
+		return;
+	while (t->hosts != NULL)
+		host_drop(t->hosts, "shutdown");
+	ev_timer_stop(t->loop, &t->reaper);
+	httpd_free(t->httpd);
+	relay_keys_free(t->keys);
+	htab_free(t->realms);
+	htab_free(t->streams);
+	free(t->ports);
+	free(t->pos);
+	strbuf_release(&t->msg);
+	free(t);
+}
+
+int relay_tunnel_reload(struct relay_tunnel *t)
+{
+	return t->keys != NULL ? relay_keys_reload(t->keys) : 0;
+}
+
+bool relay_tunnel_bound(const struct relay_tunnel *t, struct addr *a)
+{
+	if (t == NULL || t->httpd == NULL)
+		return false;
+	*a = t->bound;
+	return true;
+}
+
+size_t relay_tunnel_keys_count(const struct relay_tunnel *t)
+{
+	return relay_keys_count(t->keys);
+}
+
+#define C(name, help, v)                                                                           \
+	strbuf_printf(out,                                                                         \
+		      "# HELP rally_relay_tunnel_" name " " help                                   \
+		      "\n# TYPE rally_relay_tunnel_" name " counter\nrally_relay_tunnel_" name     \
+		      " %llu\n",                                                                   \
+		      (unsigned long long)(v))
+#define G(name, help, v)                                                                           \
+	strbuf_printf(out,                                                                         \
+		      "# HELP rally_relay_tunnel_" name " " help                                   \
+		      "\n# TYPE rally_relay_tunnel_" name " gauge\nrally_relay_tunnel_" name       \
+		      " %llu\n",                                                                   \
+		      (unsigned long long)(v))
+
+static void labelled(struct strbuf *out, const char *name, const char *help, const char *label,
+		     const char *const *names, const uint64_t *v, size_t n)
+{
+	strbuf_printf(out,
+		      "# HELP rally_relay_tunnel_%s %s\n# TYPE rally_relay_tunnel_%s counter\n",
+		      name, help, name);
+	for (size_t i = 0; i < n; i++)
+		strbuf_printf(out, "rally_relay_tunnel_%s{%s=\"%s\"} %llu\n", name, label, names[i],
+			      (unsigned long long)v[i]);
+}
+
+void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
+{
+	const struct tun_stats *s = &t->st;
+	uint64_t rw = s->rl_rewritten, mal = s->rl_malformed, des = s->rl_desync;
+	unsigned long long rtt_max = 0;
+
+	for (const struct tun_host *h = t->hosts; h != NULL; h = h->next) {
+		if (h->state != H_OPEN)
+			continue;
+		for (const struct tun_stream *st = h->streams; st != NULL; st = st->next) {
+			if (st->rl != NULL) {
+				const struct realmlist_stats *rs = realmlist_stats(st->rl);
+
+				rw += rs->rewritten;
+				mal += rs->malformed;
+				des += rs->desync;
+			}
+		}
+		if ((unsigned long long)h->rtt_ms > rtt_max)
+			rtt_max = (unsigned long long)h->rtt_ms;
+	}
+	G("hosts", "Host tunnels authenticated and open.", t->nhosts_open);
+	G("handshakes", "Host tunnels not authenticated yet.", t->nhosts_all - t->nhosts_open);
+	G("allocations", "Allocations held.", t->nallocs);
+	G("streams", "Player streams open.", t->nstreams);
+	G("ports_free", "Ports of the pool free.", t->nfree);
+	G("ports_total", "Ports in the pool.", t->nports);
+	G("rtt_max_ms", "Largest ping round trip of the open tunnels.", rtt_max);
+	C("hosts_accepted_total", "Hosts welcomed.", s->hosts_accepted);
+	labelled(out, "hosts_refused_total", "Hosts refused at the handshake.", "reason", ref_names,
+		 s->hosts_refused, 4);
+	C("hosts_replaced_total", "Tunnels dropped for a newer one of their realm.",
+	  s->hosts_replaced);
+	C("hosts_dropped_total", "Open tunnels that ended.", s->hosts_dropped);
+	C("hosts_full_total", "Hosts refused at the host limit.", s->hosts_full);
+	C("allocations_total", "Allocations made.", s->allocs);
+	labelled(out, "allocations_refused_total", "Allocations refused.", "reason", aref_names,
+		 s->alloc_refused, 4);
+	C("allocations_expired_total", "Allocations reaped unused.", s->allocs_expired);
+	C("streams_total", "Player connections accepted.", s->streams);
+	labelled(out, "streams_refused_total", "Player connections refused.", "reason", sref_names,
+		 s->stream_refused, 3);
+	labelled(out, "stream_ends_total", "Streams ended.", "reason", end_names, s->stream_ends,
+		 6);
+	C("bytes_to_host_total", "Player bytes sent into tunnels.", s->bytes_to_host);
+	C("bytes_to_player_total", "Host bytes written to players.", s->bytes_to_player);
+	C("msgs_bad_total", "Host messages that did not decode (dropped).", s->msgs_bad);
+	C("msgs_unknown_total", "Host messages with an unknown cmd (ignored).", s->msgs_unknown);
+	C("msgs_unknown_stream_total", "Host messages for a stream it does not have.",
+	  s->msgs_unknown_stream);
+	C("msgs_early_total", "Host messages before the welcome (dropped).", s->msgs_early);
+	C("binary_ignored_total", "Binary frames from coa hosts (ignored).", s->binary_ignored);
+	C("ws_oversize_total", "Tunnels closed for a message over the cap.", s->ws_closed_oversize);
+	C("ws_protocol_total", "Tunnels closed for bad WebSocket framing.", s->ws_closed_proto);
+	C("realmlist_rewritten_total", "REALM_LIST answers rewritten to the relay.", rw);
+	C("realmlist_malformed_total", "REALM_LIST answers forwarded untouched.", mal);
+	C("realmlist_desync_total", "Auth streams the framer gave up on.", des);
+	relay_keys_metrics(t->keys, out);
+}
