@@ -170,6 +170,14 @@ def scenario(env):
     host.check_clean()
     m = relay.tunnel_metrics()
     env.log("tunnel metrics: %s" % {k: v for k, v in m.items() if v})
+    for k, want in (("rally_relay_tunnel_bytes_to_host_total", BIG),
+                    ("rally_relay_tunnel_bytes_to_player_total", BIG)):
+        check(m.get(k, 0) >= want, "%s = %s, want >= %d" % (k, m.get(k), want))
+    for reason in ("host_reset", "player_reset", "connect_failed"):
+        k = 'rally_relay_tunnel_stream_ends_total{reason="%s"}' % reason
+        check(m.get(k) == 1, "%s = %s, want 1" % (k, m.get(k)))
+    check(m.get("rally_relay_tunnel_realmlist_rewritten_total") == 1, "realm lists rewritten: %s" %
+          m.get("rally_relay_tunnel_realmlist_rewritten_total"))
     env.daemons_alive(relay)
 
 
