@@ -1455,12 +1455,15 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 {
 	const struct tun_stats *s = &t->st;
 	uint64_t rw = s->rl_rewritten, mal = s->rl_malformed, des = s->rl_desync;
-	unsigned long long rtt_max = 0;
+	unsigned long long rtt_max = 0, held = 0;
 
 	for (const struct tun_host *h = t->hosts; h != NULL; h = h->next) {
+		if (h->ws != NULL)
+			held += ws_queued(h->ws);
 		if (h->state != H_OPEN)
 			continue;
 		for (const struct tun_stream *st = h->streams; st != NULL; st = st->next) {
+			held += st->out.len - st->out_off;
 			if (st->rl != NULL) {
 				const struct realmlist_stats *rs = realmlist_stats(st->rl);
 
@@ -1479,6 +1482,8 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 	G("ports_free", "Ports of the pool free.", t->nfree);
 	G("ports_total", "Ports in the pool.", t->nports);
 	G("rtt_max_ms", "Largest ping round trip of the open tunnels.", rtt_max);
+	G("buffered_bytes", "Bytes held for players and hosts (stream buffers, tunnel queues).",
+	  held);
 	C("hosts_accepted_total", "Hosts welcomed.", s->hosts_accepted);
 	labelled(out, "hosts_refused_total", "Hosts refused at the handshake.", "reason", ref_names,
 		 s->hosts_refused, 4);
