@@ -68,6 +68,7 @@ struct ws {
 	size_t wpos, wlen;
 	bool above_low;
 	bool paused;
+	uint16_t close_code; /* a close waiting for the queued messages */
 	struct ev_timer kick, deadline;
 	/* client */
 	bool tls;
@@ -86,6 +87,7 @@ struct ws {
 
 static void pump(struct ws *w);
 static void update_events(struct ws *w);
+static void close_when_drained(struct ws *w);
 
 int ws_accept_key(const char *key, char out[static WS_ACCEPT_LEN + 1])
 {
@@ -441,6 +443,10 @@ static void pump(struct ws *w)
 		}
 	}
 	r = flush_out(w);
+	if (r == 0 && w->close_code != 0) {
+		close_when_drained(w);
+		r = flush_out(w);
+	}
 	if (r < 0 && w->err == 0)
 		w->err = r;
 	if (w->err != 0 && (w->eof || r < 0)) {
@@ -487,7 +493,7 @@ int ws_send(struct ws *w, bool binary, const void *msg, size_t len)
 	};
 	int r;
 
-	if (w->state != WS_OPEN || w->freed)
+	if (w->state != WS_OPEN || w->freed || w->close_code != 0)
 		return -EPIPE;
 	r = wslay_event_queue_msg(w->ctx, &m);
 	if (r == WSLAY_ERR_NOMEM)
@@ -500,12 +506,23 @@ int ws_send(struct ws *w, bool binary, const void *msg, size_t len)
 	return 0;
 }
 
+/* wslay sends a queued close before queued messages (control frames go
+ * first), so the close waits in close_code until the queue is empty: a
+ * refusal's last message must reach the peer before the close. */
+static void close_when_drained(struct ws *w)
+{
+	if (w->close_code == 0 || wslay_event_get_queued_msg_count(w->ctx) > 0)
+		return;
+	wslay_event_queue_close(w->ctx, w->close_code, NULL, 0);
+	w->close_code = 0;
+}
+
 int ws_close(struct ws *w, uint16_t code)
 {
-	if (w->state != WS_OPEN || w->freed)
+	if (w->state != WS_OPEN || w->freed || w->close_code != 0)
 		return -EPIPE;
-	if (wslay_event_queue_close(w->ctx, code, NULL, 0) != 0)
-		return -EPIPE;
+	w->close_code = code != 0 ? code : WSLAY_CODE_NORMAL_CLOSURE;
+	close_when_drained(w);
 	arm_kick(w);
 	return 0;
 }

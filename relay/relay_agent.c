@@ -647,7 +647,7 @@ static void tunnel_lost(struct agent *ag, const char *why)
 		log_info("tunnel-down realm=%s up_s=%lld reason=%s", ag->cfg.realm, lived / 1000,
 			 why);
 	else
-		log_warn("tunnel-fail relay=%s reason=%s", ag->cfg.url, why);
+		log_warnx("tunnel-fail relay=%s reason=%s", ag->cfg.url, why);
 	drop_streams(ag);
 	pend_fail_all(ag, "tunnel down");
 	ag->ntokens = 0;
@@ -711,8 +711,8 @@ static void on_welcome(struct agent *ag, const uint8_t *msg, size_t len)
 	int r = tunmsg_decode_welcome((const char *)msg, len, why, sizeof(why));
 
 	if (r < 0) {
-		log_warn("tunnel-refused relay=%s message=\"%s\"", ag->cfg.url,
-			 r == -EACCES ? why : "bad welcome");
+		log_warnx("tunnel-refused relay=%s message=\"%s\"", ag->cfg.url,
+			  r == -EACCES ? why : "bad welcome");
 		ws_close(ag->ws, 1000);
 		ag->state = AG_DIALING; /* messages ignored until the close */
 		return;

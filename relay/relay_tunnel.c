@@ -610,9 +610,21 @@ static void do_allocate(struct tun_host *h, const struct tunmsg *m)
 	struct addr ip;
 	unsigned mine = 0;
 	int fds[2] = {-1, -1};
+	char player[37];
+
+	/* coa's player_id is a UUID (serde refuses anything else): say so
+	 * rather than allocate for garbage. */
+	if (relay_keys_canon_uuid(m->player_id, player) < 0) {
+		struct tunmsg e = {.cmd = TUNMSG_ALLOCATE_ERR, .request_id = m->request_id};
+
+		snprintf(e.error, sizeof(e.error), "invalid player_id");
+		t->st.msgs_bad++;
+		host_send(h, &e);
+		return;
+	}
 
 	for (a = h->allocs; a != NULL; a = a->next) {
-		if (strcmp(a->player, m->player_id) != 0)
+		if (strcmp(a->player, player) != 0)
 			continue;
 		/* A retry of an allocation not used yet gets it again (coa
 		 * answers any unexpired one the same way). */
@@ -670,7 +682,7 @@ static void do_allocate(struct tun_host *h, const struct tunmsg *m)
 		}
 	}
 	a->h = h;
-	snprintf(a->player, sizeof(a->player), "%s", m->player_id);
+	snprintf(a->player, sizeof(a->player), "%s", player);
 	token_new(a->token);
 	a->expires_ms = ev_now(t->loop) + c->tunnel_alloc_timeout_ms;
 	a->expires_unix = (long long)time(NULL) + c->tunnel_alloc_timeout_ms / 1000;
@@ -725,8 +737,8 @@ static void on_listen(struct ev_io *io, uint32_t events, void *arg)
 	addr_to_ip(&peer, &pip);
 	if (a->has_expect && memcmp(&pip, &a->expect, sizeof(pip)) != 0) {
 		t->st.stream_refused[SREF_IP]++;
-		log_warn("tunnel-refuse realm=%s port=%u peer=%s reason=unexpected-ip", h->realm,
-			 a->port[slot], addr_ip_str(&peer, ps, sizeof(ps)));
+		log_warnx("tunnel-refuse realm=%s port=%u peer=%s reason=unexpected-ip", h->realm,
+			  a->port[slot], addr_ip_str(&peer, ps, sizeof(ps)));
 		close(fd);
 		alloc_port_done(t, a, slot);
 		return;
@@ -888,8 +900,8 @@ static void refuse(struct tun_host *h, int why, const char *message)
 	char buf[96];
 
 	h->t->st.hosts_refused[why]++;
-	log_warn("tunnel-refuse realm=%s reason=%s", h->realm[0] != '\0' ? h->realm : "-",
-		 ref_names[why]);
+	log_warnx("tunnel-refuse realm=%s reason=%s", h->realm[0] != '\0' ? h->realm : "-",
+		  ref_names[why]);
 	if (message != NULL) {
 		snprintf(buf, sizeof(buf), "{\"ok\":false,\"message\":\"%s\"}", message);
 		host_send_text(h, buf);
@@ -1167,7 +1179,7 @@ static void on_hs_timeout(struct ev_timer *tm, void *arg)
 	if (h->state != H_CHALLENGE)
 		return;
 	h->t->st.hosts_refused[REF_TIMEOUT]++;
-	log_warn("tunnel-refuse realm=- reason=timeout");
+	log_warnx("tunnel-refuse realm=- reason=timeout");
 	host_drop(h, "timeout");
 }
 
@@ -1282,6 +1294,19 @@ static void on_http(struct httpd_req *req, void *arg)
 
 /* ---- the reaper: expiry, idle, keepalive ---- */
 
+/* coa's 5 s, or shorter when a tuning flag asks for pings or idle
+ * checks faster than that. */
+static long long reap_period(const struct relay_cfg *c)
+{
+	long long p = TUN_REAP_MS;
+
+	if (c->tunnel_ping_ms < p)
+		p = c->tunnel_ping_ms;
+	if (c->tunnel_idle_timeout_ms / 2 < p)
+		p = c->tunnel_idle_timeout_ms / 2;
+	return p < 100 ? 100 : p;
+}
+
 static void on_reap(struct ev_timer *tm, void *arg)
 {
 	struct relay_tunnel *t = arg;
@@ -1339,7 +1364,7 @@ static void on_reap(struct ev_timer *tm, void *arg)
 				h->ping_sent_ms = now;
 		}
 	}
-	ev_timer_start(t->loop, &t->reaper, TUN_REAP_MS, on_reap, t);
+	ev_timer_start(t->loop, &t->reaper, reap_period(c), on_reap, t);
 }
 
 /* ---- module ---- */
@@ -1388,7 +1413,7 @@ int relay_tunnel_new(struct relay *r)
 	t->httpd = httpd_new_take(r->loop, fd, &hc, on_http, t);
 	if (t->httpd == NULL)
 		return -errno;
-	ev_timer_start(t->loop, &t->reaper, TUN_REAP_MS, on_reap, t);
+	ev_timer_start(t->loop, &t->reaper, reap_period(c), on_reap, t);
 	return 0;
 }
 
