@@ -47,7 +47,10 @@ void realmlist_free(struct realmlist *rl);
  */
 int realmlist_feed(struct realmlist *rl, const uint8_t *in, size_t len, struct strbuf *out);
 /* Bytes held back, the start of a message not yet whole: for back-pressure,
- * and what realmlist_flush() would hand over. */
+ * and what realmlist_flush() would hand over.
+ * XXX: a server that announces a longer REALM_LIST than it sends stalls
+ * the client until the stream ends; an owner that minds can time out on
+ * a pending count that does not move. */
 size_t realmlist_pending(const struct realmlist *rl);
 /* At the end of the stream: appends the held bytes untouched to out and
  * holds nothing after. Returns 0, or -ENOMEM when out->bad is set. */
