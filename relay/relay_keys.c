@@ -765,8 +765,10 @@ static int watch(struct relay_keys *k, uint32_t events)
 
 	ev_io_del(k->io, false);
 	k->io = NULL;
-	if (fd < 0)
+	if (fd < 0) {
+		errno = EBADF;
 		return -EBADF;
+	}
 	k->io = ev_io_add(k->loop, fd, events, on_io, k);
 	return k->io != NULL ? 0 : -errno;
 }

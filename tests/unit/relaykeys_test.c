@@ -456,9 +456,18 @@ static void test_pg_no_server(void)
  * A server that accepts TCP and never says a word: the connection stays
  * in its handshake, so lookups queue. The queue holds
  * RELAY_KEYS_MAX_PENDING; cancelled ones never call back; the rest end at
- * their deadline; free drops what is left without callbacks.
+ * their deadline; then the connect deadline gives the attempt up; free
+ * drops what is left without callbacks.
  */
 static struct result silent[RELAY_KEYS_MAX_PENDING + 1];
+static char tapped[512];
+
+static void tap_line(const char *text, size_t len, void *arg)
+{
+	(void)arg;
+	if (strstr(tapped, "keys-db-down") == NULL)
+		snprintf(tapped, sizeof(tapped), "%.*s", (int)len, text);
+}
 
 static void test_pg_silent_server(void)
 {
@@ -518,7 +527,25 @@ static void test_pg_silent_server(void)
 		CHECK_HAS(sb.p, "rally_relay_tunnel_keys_pending 0\n");
 		strbuf_release(&sb);
 	}
-	/* Free drops the waiting ones without their callbacks. */
+	/* The handshake never ends: the connect deadline gives up on it, and
+	 * the database is down for lookups until the next attempt. */
+	{
+		struct result late = {0};
+
+		tapped[0] = '\0';
+		log_set_tap(tap_line, NULL);
+		while (strstr(tapped, "keys-db-down") == NULL &&
+		       ev_monotonic_ms() - t0 < RELAY_KEYS_CONNECT_TIMEOUT_MS + 2000)
+			ev_loop_run_once(loop, 50);
+		log_set_tap(NULL, NULL);
+		CHECK_HAS(tapped, "keys-db-down reason=connect-timeout");
+		CHECK(ev_monotonic_ms() - t0 >= RELAY_KEYS_CONNECT_TIMEOUT_MS);
+		CHECK(relay_keys_lookup(k, R1, on_result, &late) == NULL);
+		CHECK(late.calls == 1 && late.res == RELAY_KEYS_ERROR);
+	}
+	/* Free drops the waiting ones without their callbacks: the next
+	 * attempt's, made as soon as the backoff allows. */
+	run_until(loop, &(int){0}, 1, RELAY_KEYS_BACKOFF_MIN_MS + 200);
 	memset(silent, 0, sizeof(silent));
 	for (int i = 0; i < 3; i++)
 		CHECK(relay_keys_lookup(k, R3, on_result, &silent[i]) != NULL);
