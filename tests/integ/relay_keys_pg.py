@@ -44,7 +44,14 @@ HIDDEN = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"    # not published
 OLD = "11111111-2222-4333-8444-555555555555"       # advert_version 1
 SHORT = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"     # a 31-byte key
 MISSING = "00000000-1111-4222-8333-444444444444"   # no row at all
-PUB_KEY = bytes(range(0x40, 0x60))
+# The published realm's key pair: the tunnel section signs with it.
+PUB_SEED = bytes(range(0x40, 0x60))
+try:
+    import nacl.signing
+    PUB_KEY = bytes(nacl.signing.SigningKey(PUB_SEED).verify_key)
+except ImportError:  # the probe sections need no signature
+    nacl = None
+    PUB_KEY = bytes(range(0x40, 0x60))
 NOT_UUID = "realm-by-name"
 
 
@@ -240,6 +247,37 @@ def check_found(probe, realm):
     return ms
 
 
+def tunnel_handshakes(env, conninfo, passfile):
+    """rally-relay --tunnel-pg: coa's handshake answered from this
+    database, as coa's relay does it."""
+    if nacl is None:
+        env.log("tunnel section skipped: python3-nacl is not installed")
+        return
+    from coapeer import HostPeer, Realm
+    relay = Proc(env, "relay-pg", [
+        os.path.join(BUILD, "relay", "rally-relay"), "--tunnel-listen", "127.0.0.1:0",
+        "--tunnel-pg", conninfo, "--tunnel-relay-host", "127.0.0.1", "--tunnel-bind",
+        "127.0.0.1", "--state-dir", os.path.join(env.dir, "relay-state"), "--log", "plain",
+        "--debug"], extra_env={"PGPASSFILE": passfile})
+    m = relay.wait_line(r"^(?:<\d>)?ready tunnel=(\S+)", 10)
+    host, port = m.group(1).rsplit(":", 1)
+    relay.tunnel = (host, int(port))
+    relay.wait_line(r"keys-db-up", 10)
+    good = HostPeer(env, relay, Realm(PUB, PUB_SEED), name="pg-host")
+    for rid, why in ((HIDDEN, "unpublished"), (OLD, "advert_version 1"), (MISSING, "unknown")):
+        peer = HostPeer(env, relay, Realm(rid), hello=False, start=False, name="pg-" + why)
+        ans = peer.hello()
+        check(ans == {"ok": False, "message": "unauthorized"}, "%s realm: %r" % (why, ans))
+    # the right realm id with another key's signature
+    bad = HostPeer(env, relay, Realm(PUB), hello=False, start=False, name="pg-wrongkey")
+    ans = bad.hello()
+    check(ans == {"ok": False, "message": "invalid signature"}, "wrong key: %r" % ans)
+    check(good.alive(), "the welcomed host was dropped")
+    env.daemons_alive(relay)
+    env.log("tunnel handshakes answered from PostgreSQL: welcome, 3 x unauthorized, "
+            "invalid signature")
+
+
 def scenario(env):
     t_start = time.monotonic()
     check(os.access(PROBE, os.X_OK), "%s is not built" % PROBE)
@@ -377,6 +415,7 @@ def scenario(env):
 
     check(not any(PASSWORD in ln for ln in probe.output()), "the password was printed")
     env.daemons_alive(probe)
+    tunnel_handshakes(env, conninfo, passfile)
     probe.send("quit")
     check(probe.wait_exit(10) == 0, "the probe did not exit cleanly")
     env.log("total %.1fs" % (time.monotonic() - t_start))
