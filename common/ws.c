@@ -670,6 +670,8 @@ static int read_upgrade(struct ws *w)
 
 static int tls_start(struct ws *w)
 {
+	struct addr ip;
+
 	w->sslctx = SSL_CTX_new(TLS_client_method());
 	if (w->sslctx == NULL)
 		return -ENOMEM;
@@ -686,9 +688,16 @@ static int tls_start(struct ws *w)
 		return -ENOMEM;
 	SSL_set_mode(w->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_set_fd(w->ssl, w->fd);
-	SSL_set_tlsext_host_name(w->ssl, w->host);
-	if (SSL_set1_host(w->ssl, w->host) != 1)
-		return -EINVAL;
+	if (addr_parse_ip(&ip, w->host) == 0) {
+		/* An IP literal: matched against the certificate's IP SANs, and
+		 * never sent as SNI (RFC 6066 allows host names only). */
+		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(w->ssl), w->host) != 1)
+			return -EINVAL;
+	} else {
+		SSL_set_tlsext_host_name(w->ssl, w->host);
+		if (SSL_set1_host(w->ssl, w->host) != 1)
+			return -EINVAL;
+	}
 	w->state = WS_TLS;
 	return 0;
 }
