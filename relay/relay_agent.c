@@ -36,6 +36,7 @@
 #include "relay.h"
 #include "relay_keys.h"
 #include "relay_tunmsg.h"
+#include "relay_tunpipe.h"
 #include "statefile.h"
 #include "strbuf.h"
 #include "ws.h"
@@ -108,14 +109,9 @@ struct agent_cfg {
 struct astream {
 	struct agent *ag;
 	uint32_t id;
-	int fd;
-	struct ev_io *io;
+	struct tunpipe p; /* the local server's socket */
 	bool connecting, ok;
-	bool l_eof, r_eof, wr_shut;
 	bool full; /* counted in ag->full */
-	struct strbuf out;
-	size_t out_off;
-	uint32_t credit, owed;
 	long long opened_ms;
 };
 
@@ -181,7 +177,7 @@ static void send_cmd(struct agent *ag, enum tunmsg_cmd cmd, uint32_t id)
 static void astream_fill(struct astream *s, bool gone)
 {
 	struct agent *ag = s->ag;
-	bool full = !gone && s->out.len - s->out_off > AG_STREAM_HIGH;
+	bool full = !gone && tunpipe_pending(&s->p) > AG_STREAM_HIGH;
 
 	if (full == s->full)
 		return;
@@ -200,123 +196,50 @@ static void astream_free(struct astream *s, bool abort_local)
 	struct astream **slot = htab_get(ag->streams, &s->id);
 
 	astream_fill(s, true);
-	if (abort_local) {
-		struct linger lg = {.l_onoff = 1, .l_linger = 0};
-
-		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	}
 	if (slot != NULL)
 		htab_remove(ag->streams, slot);
-	ev_io_del(s->io, true);
-	strbuf_release(&s->out);
+	tunpipe_release(&s->p, abort_local);
 	free(s);
-}
-
-static bool astream_done(const struct astream *s)
-{
-	return s->l_eof && s->r_eof && s->out_off == s->out.len;
-}
-
-static bool astream_can_read(const struct astream *s)
-{
-	return s->ok && !s->l_eof && !s->ag->paused && (!s->ag->bin || s->credit > 0);
 }
 
 static void astream_update(struct astream *s)
 {
-	uint32_t ev = 0;
+	uint32_t ev = s->connecting ? EPOLLOUT : tunpipe_events(&s->p, s->ok && !s->ag->paused);
 
-	if (s->connecting)
-		ev = EPOLLOUT;
-	else {
-		if (astream_can_read(s))
-			ev |= EPOLLIN;
-		if (s->out_off < s->out.len)
-			ev |= EPOLLOUT;
-	}
-	if (ev != ev_io_events(s->io))
-		ev_io_mod(s->io, ev);
+	if (ev != ev_io_events(s->p.io))
+		ev_io_mod(s->p.io, ev);
 }
 
 static int astream_flush(struct astream *s)
 {
-	struct agent *ag = s->ag;
+	ssize_t n = tunpipe_flush(&s->p, s->ag->ws);
 
-	while (s->out_off < s->out.len) {
-		ssize_t n =
-			send(s->fd, s->out.p + s->out_off, s->out.len - s->out_off, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			return -1;
-		}
-		s->out_off += (size_t)n;
-		ag->bytes_down += (uint64_t)n;
-	}
-	if (s->out_off == s->out.len) {
-		s->out.len = s->out_off = 0;
-		if (s->r_eof && !s->wr_shut) {
-			shutdown(s->fd, SHUT_WR);
-			s->wr_shut = true;
-		}
-	}
+	if (n < 0)
+		return -1;
+	s->ag->bytes_down += (uint64_t)n;
 	astream_fill(s, false);
-	if (ag->bin && s->owed >= TUNMSG_BIN_WINDOW / 4 &&
-	    s->out.len - s->out_off < TUNMSG_BIN_WINDOW / 2) {
-		uint8_t f[TUNMSG_BIN_HDR + 4];
-
-		tunmsg_bin_header(f, TUNMSG_BIN_CREDIT, s->id);
-		f[5] = (uint8_t)(s->owed >> 24);
-		f[6] = (uint8_t)(s->owed >> 16);
-		f[7] = (uint8_t)(s->owed >> 8);
-		f[8] = (uint8_t)s->owed;
-		ws_send(ag->ws, true, f, sizeof(f));
-		s->owed = 0;
-	}
 	return 0;
 }
 
 static void astream_read(struct astream *s)
 {
 	struct agent *ag = s->ag;
-	size_t want = TUNMSG_CHUNK_MAX;
-	ssize_t n;
+	ssize_t n = tunpipe_read(&s->p, ag->ws, ag->chunk, &ag->msg);
 
-	if (ag->bin && want > s->credit)
-		want = s->credit;
-	n = recv(s->fd, ag->chunk + TUNMSG_BIN_HDR, want, 0);
+	if (n == -EAGAIN)
+		return;
 	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		send_cmd(ag, TUNMSG_RESET, s->id);
 		astream_free(s, false);
 		return;
 	}
 	if (n == 0) {
-		s->l_eof = true;
-		send_cmd(ag, TUNMSG_CLOSE, s->id);
-		if (astream_done(s))
+		if (tunpipe_done(&s->p))
 			astream_free(s, false);
 		else
 			astream_update(s);
 		return;
 	}
 	ag->bytes_up += (uint64_t)n;
-	if (ag->bin) {
-		tunmsg_bin_header(ag->chunk, TUNMSG_BIN_DATA, s->id);
-		ws_send(ag->ws, true, ag->chunk, (size_t)n + TUNMSG_BIN_HDR);
-		s->credit -= (uint32_t)n;
-	} else {
-		struct tunmsg m = {.cmd = TUNMSG_DATA,
-				   .stream_id = s->id,
-				   .chunk = ag->chunk + TUNMSG_BIN_HDR,
-				   .chunk_len = (size_t)n};
-
-		send_msg(ag, &m);
-	}
 	if (ws_queued(ag->ws) > AG_HIGH && !ag->paused) {
 		struct astream **slot;
 
@@ -326,7 +249,7 @@ static void astream_read(struct astream *s)
 			astream_update(*slot);
 		return;
 	}
-	if (ag->bin && s->credit == 0)
+	if (s->p.bin && s->p.credit == 0)
 		astream_update(s);
 }
 
@@ -341,7 +264,7 @@ static void on_astream_io(struct ev_io *io, uint32_t events, void *arg)
 		socklen_t sl = sizeof(soerr);
 		struct tunmsg m = {.stream_id = s->id};
 
-		getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		getsockopt(s->p.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
 		s->connecting = false;
 		if (soerr != 0) {
 			m.cmd = TUNMSG_CONNECT_ERR;
@@ -353,8 +276,7 @@ static void on_astream_io(struct ev_io *io, uint32_t events, void *arg)
 		s->ok = true;
 		m.cmd = TUNMSG_CONNECT_OK;
 		send_msg(ag, &m);
-		astream_update(s);
-		return;
+		events = EPOLLOUT; /* what came before the connect may wait */
 	}
 	if (events & EPOLLOUT) {
 		if (astream_flush(s) < 0) {
@@ -362,12 +284,13 @@ static void on_astream_io(struct ev_io *io, uint32_t events, void *arg)
 			astream_free(s, false);
 			return;
 		}
-		if (astream_done(s)) {
+		if (tunpipe_done(&s->p)) {
 			astream_free(s, false);
 			return;
 		}
 	}
-	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && astream_can_read(s))
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
+	    (tunpipe_events(&s->p, s->ok && !ag->paused) & EPOLLIN))
 		astream_read(s);
 	else if (events & EPOLLERR) {
 		send_cmd(ag, TUNMSG_RESET, s->id);
@@ -378,11 +301,9 @@ static void on_astream_io(struct ev_io *io, uint32_t events, void *arg)
 
 static void astream_deliver(struct astream *s, const uint8_t *p, size_t n)
 {
-	if (s->r_eof)
+	if (s->p.r_eof)
 		return;
-	s->owed += (uint32_t)n;
-	strbuf_append(&s->out, (const char *)p, n);
-	if (s->out.bad) {
+	if (tunpipe_take(&s->p, p, n) < 0) {
 		send_cmd(s->ag, TUNMSG_RESET, s->id);
 		astream_free(s, true);
 		return;
@@ -469,8 +390,11 @@ static void on_connect(struct agent *ag, const struct tunmsg *m)
 		free(s);
 		goto fail;
 	}
-	s->io = ev_io_add(ag->loop, fd, EPOLLOUT, on_astream_io, s);
-	if (s->io == NULL) {
+	tunpipe_init(&s->p, fd, m->stream_id, AG_STREAM_MAX);
+	s->p.bin = ag->bin;
+	s->p.io = ev_io_add(ag->loop, fd, EPOLLOUT, on_astream_io, s);
+	if (s->p.io == NULL) {
+		strbuf_release(&s->p.out);
 		htab_remove(ag->streams, slot);
 		close(fd);
 		free(s);
@@ -479,11 +403,8 @@ static void on_connect(struct agent *ag, const struct tunmsg *m)
 	*slot = s;
 	s->ag = ag;
 	s->id = m->stream_id;
-	s->fd = fd;
 	s->connecting = true;
-	s->credit = TUNMSG_BIN_WINDOW;
 	s->opened_ms = ev_now(ag->loop);
-	strbuf_init(&s->out, AG_STREAM_MAX);
 	return;
 fail:
 	snprintf(e.error, sizeof(e.error), "agent out of resources");
@@ -739,14 +660,10 @@ static void on_bin(struct agent *ag, const uint8_t *msg, size_t len)
 	if (s == NULL)
 		return;
 	if (type == TUNMSG_BIN_CREDIT) {
-		uint32_t c = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-			     (uint32_t)p[3];
-
-		if (c > TUNMSG_BIN_WINDOW - s->credit) {
+		if (tunpipe_credit(&s->p, p) < 0) {
 			ag->bad_msgs++;
 			return;
 		}
-		s->credit += c;
 		astream_update(s);
 		return;
 	}
@@ -783,16 +700,16 @@ static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
 		return;
 	case TUNMSG_CLOSE:
 		s = stream_of(ag, m.stream_id);
-		if (s == NULL || s->r_eof)
+		if (s == NULL || s->p.r_eof)
 			return;
-		s->r_eof = true;
+		s->p.r_eof = true;
 		if (s->connecting)
 			return;
 		if (astream_flush(s) < 0) {
 			astream_free(s, false);
 			return;
 		}
-		if (astream_done(s))
+		if (tunpipe_done(&s->p))
 			astream_free(s, false);
 		else
 			astream_update(s);

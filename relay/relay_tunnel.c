@@ -45,6 +45,7 @@
 #include "relay.h"
 #include "relay_keys.h"
 #include "relay_tunmsg.h"
+#include "relay_tunpipe.h"
 #include "strbuf.h"
 #include "ws.h"
 
@@ -61,18 +62,10 @@ struct tun_stream {
 	uint32_t id;
 	struct tun_host *h;
 	struct tun_alloc *a;
-	int slot; /* TUNMSG_AUTH or TUNMSG_WORLD */
-	struct ev_io *io;
-	int fd;
-	bool ok;           /* connect_ok came */
-	bool c_eof;        /* the player finished sending; close sent */
-	bool h_eof;        /* the host finished sending */
-	bool wr_shut;      /* shutdown(SHUT_WR) done */
-	struct strbuf out; /* host -> player bytes not yet written */
-	size_t out_off;
+	int slot;             /* TUNMSG_AUTH or TUNMSG_WORLD */
+	struct tunpipe p;     /* the player's socket */
+	bool ok;              /* connect_ok came */
 	struct realmlist *rl; /* auth stream only */
-	uint32_t credit;      /* binary mode: bytes we may still send */
-	uint32_t owed;        /* binary mode: host bytes taken, not yet credited */
 	long long opened_ms, last_ms;
 	uint64_t bytes_up, bytes_down;
 	struct tun_stream *next, *prev; /* the host's list */
@@ -253,12 +246,7 @@ static void stream_free(struct tun_stream *s, int why, bool abort_player)
 	struct relay_tunnel *t = h->t;
 	struct tun_stream **slot = htab_get(t->streams, &s->id);
 
-	if (abort_player) {
-		struct linger lg = {.l_onoff = 1, .l_linger = 0};
-
-		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	}
-	ev_io_del(s->io, true);
+	tunpipe_release(&s->p, abort_player);
 	if (slot != NULL)
 		htab_remove(t->streams, slot);
 	if (s->prev != NULL)
@@ -283,79 +271,29 @@ static void stream_free(struct tun_stream *s, int why, bool abort_player)
 		 h->realm, s->id, s->slot == TUNMSG_AUTH ? "auth" : "world",
 		 (unsigned long long)s->bytes_up, (unsigned long long)s->bytes_down,
 		 ev_now(t->loop) - s->opened_ms, end_names[why]);
-	strbuf_release(&s->out);
 	s->a->st[s->slot] = NULL;
 	alloc_port_done(t, s->a, s->slot);
 	free(s);
 }
 
-/* The stream is over when both directions finished and nothing waits. */
-static bool stream_finished(const struct tun_stream *s)
-{
-	return s->c_eof && s->h_eof && s->out.len == s->out_off;
-}
-
 /* Writes what waits for the player; -1 when the socket failed. */
 static int stream_flush(struct tun_stream *s)
 {
-	struct relay_tunnel *t = s->h->t;
+	ssize_t n = tunpipe_flush(&s->p, s->h->ws);
 
-	while (s->out_off < s->out.len) {
-		ssize_t n =
-			send(s->fd, s->out.p + s->out_off, s->out.len - s->out_off, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			return -1;
-		}
-		s->out_off += (size_t)n;
-		s->bytes_down += (uint64_t)n;
-		t->st.bytes_to_player += (uint64_t)n;
-	}
-	if (s->out_off == s->out.len) {
-		s->out.len = 0;
-		s->out_off = 0;
-		if (s->h_eof && !s->wr_shut) {
-			shutdown(s->fd, SHUT_WR);
-			s->wr_shut = true;
-		}
-	}
-	/* Binary mode: grant the host's bytes back once little of them waits
-	 * here, in big steps (the REALM_LIST rewrite changes lengths, so
-	 * credit counts the host's bytes, not the player's). */
-	if (s->h->bin && s->owed >= TUNMSG_BIN_WINDOW / 4 &&
-	    s->out.len - s->out_off < TUNMSG_BIN_WINDOW / 2) {
-		uint8_t f[TUNMSG_BIN_HDR + 4];
-
-		tunmsg_bin_header(f, TUNMSG_BIN_CREDIT, s->id);
-		f[5] = (uint8_t)(s->owed >> 24);
-		f[6] = (uint8_t)(s->owed >> 16);
-		f[7] = (uint8_t)(s->owed >> 8);
-		f[8] = (uint8_t)s->owed;
-		ws_send(s->h->ws, true, f, sizeof(f));
-		s->owed = 0;
-	}
+	if (n < 0)
+		return -1;
+	s->bytes_down += (uint64_t)n;
+	s->h->t->st.bytes_to_player += (uint64_t)n;
 	return 0;
-}
-
-static bool stream_can_read(const struct tun_stream *s)
-{
-	return s->ok && !s->c_eof && !s->h->paused && (!s->h->bin || s->credit > 0);
 }
 
 static void stream_update(struct tun_stream *s)
 {
-	uint32_t ev = 0;
+	uint32_t ev = tunpipe_events(&s->p, s->ok && !s->h->paused);
 
-	if (stream_can_read(s))
-		ev |= EPOLLIN;
-	if (s->out_off < s->out.len)
-		ev |= EPOLLOUT;
-	if (ev != ev_io_events(s->io))
-		ev_io_mod(s->io, ev);
+	if (ev != ev_io_events(s->p.io))
+		ev_io_mod(s->p.io, ev);
 }
 
 /* Player -> host: one chunk per wakeup (fairness between streams). */
@@ -363,23 +301,16 @@ static void stream_read(struct tun_stream *s)
 {
 	struct tun_host *h = s->h;
 	struct relay_tunnel *t = h->t;
-	size_t want = TUNMSG_CHUNK_MAX;
-	ssize_t n;
+	ssize_t n = tunpipe_read(&s->p, h->ws, t->chunk, &t->msg);
 
-	if (h->bin && want > s->credit)
-		want = s->credit;
-	n = recv(s->fd, t->chunk + TUNMSG_BIN_HDR, want, 0);
+	if (n == -EAGAIN)
+		return;
 	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		send_stream_cmd(h, TUNMSG_RESET, s->id);
 		stream_free(s, END_PLAYER_RESET, false);
 		return;
 	}
 	if (n == 0) {
-		s->c_eof = true;
-		send_stream_cmd(h, TUNMSG_CLOSE, s->id);
-		if (stream_finished(s))
+		if (tunpipe_done(&s->p))
 			stream_free(s, END_DONE, false);
 		else
 			stream_update(s);
@@ -388,25 +319,13 @@ static void stream_read(struct tun_stream *s)
 	s->last_ms = ev_now(t->loop);
 	s->bytes_up += (uint64_t)n;
 	t->st.bytes_to_host += (uint64_t)n;
-	if (h->bin) {
-		tunmsg_bin_header(t->chunk, TUNMSG_BIN_DATA, s->id);
-		ws_send(h->ws, true, t->chunk, (size_t)n + TUNMSG_BIN_HDR);
-		s->credit -= (uint32_t)n;
-	} else {
-		struct tunmsg m = {.cmd = TUNMSG_DATA,
-				   .stream_id = s->id,
-				   .chunk = t->chunk + TUNMSG_BIN_HDR,
-				   .chunk_len = (size_t)n};
-
-		host_send(h, &m);
-	}
 	if (ws_queued(h->ws) > TUN_HOST_HIGH && !h->paused) {
 		h->paused = true;
 		for (struct tun_stream *o = h->streams; o != NULL; o = o->next)
 			stream_update(o);
 		return;
 	}
-	if (h->bin && s->credit == 0)
+	if (s->p.bin && s->p.credit == 0)
 		stream_update(s);
 }
 
@@ -421,12 +340,13 @@ static void on_stream_io(struct ev_io *io, uint32_t events, void *arg)
 			stream_free(s, END_PLAYER_RESET, false);
 			return;
 		}
-		if (stream_finished(s)) {
+		if (tunpipe_done(&s->p)) {
 			stream_free(s, END_DONE, false);
 			return;
 		}
 	}
-	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && stream_can_read(s))
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
+	    (tunpipe_events(&s->p, s->ok && !s->h->paused) & EPOLLIN))
 		stream_read(s);
 	else if (events & EPOLLERR) {
 		send_stream_cmd(s->h, TUNMSG_RESET, s->id);
@@ -442,17 +362,16 @@ static void stream_deliver(struct tun_stream *s, const uint8_t *p, size_t n)
 	struct tun_host *h = s->h;
 	int r;
 
-	if (s->h_eof)
+	if (s->p.r_eof)
 		return; /* data after close: dropped */
 	s->last_ms = ev_now(h->t->loop);
-	s->owed += (uint32_t)n; /* credit back once written (binary mode) */
-	if (s->rl != NULL)
-		r = realmlist_feed(s->rl, p, n, &s->out);
-	else {
-		strbuf_append(&s->out, (const char *)p, n);
-		r = s->out.bad ? -ENOMEM : 0;
+	if (s->rl != NULL) {
+		s->p.owed += (uint32_t)n; /* the host's bytes, whatever the rewrite makes */
+		r = realmlist_feed(s->rl, p, n, &s->p.out);
+	} else {
+		r = tunpipe_take(&s->p, p, n);
 	}
-	if (r < 0 || s->out.bad) {
+	if (r < 0 || s->p.out.bad) {
 		/* The player does not read and the host (a coa host: no
 		 * credits) keeps sending: this stream only gives way. */
 		send_stream_cmd(h, TUNMSG_RESET, s->id);
@@ -773,13 +692,12 @@ static void on_listen(struct ev_io *io, uint32_t events, void *arg)
 	}
 	*hslot = s;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-	s->fd = fd;
+	tunpipe_init(&s->p, fd, s->id, TUN_STREAM_BUF_MAX);
+	s->p.bin = h->bin;
 	s->h = h;
 	s->a = a;
 	s->slot = slot;
 	s->opened_ms = s->last_ms = ev_now(t->loop);
-	s->credit = TUNMSG_BIN_WINDOW;
-	strbuf_init(&s->out, TUN_STREAM_BUF_MAX);
 	if (slot == TUNMSG_AUTH) {
 		char addr[RELAY_HOST_MAX + 8];
 
@@ -787,15 +705,11 @@ static void on_listen(struct ev_io *io, uint32_t events, void *arg)
 			 a->port[TUNMSG_WORLD]);
 		s->rl = realmlist_new(addr);
 	}
-	s->io = ev_io_add(t->loop, fd, 0, on_stream_io, s);
-	if (s->io == NULL || (slot == TUNMSG_AUTH && s->rl == NULL)) {
+	s->p.io = ev_io_add(t->loop, fd, 0, on_stream_io, s);
+	if (s->p.io == NULL || (slot == TUNMSG_AUTH && s->rl == NULL)) {
 		htab_remove(t->streams, hslot);
 		realmlist_free(s->rl);
-		strbuf_release(&s->out);
-		if (s->io != NULL)
-			ev_io_del(s->io, true);
-		else
-			close(fd);
+		tunpipe_release(&s->p, false);
 		free(s);
 		alloc_port_done(t, a, slot);
 		return;
@@ -1019,14 +933,10 @@ static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 	if (s == NULL)
 		return;
 	if (type == TUNMSG_BIN_CREDIT) {
-		uint32_t c = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-			     (uint32_t)p[3];
-
-		if (c > TUNMSG_BIN_WINDOW - s->credit) {
+		if (tunpipe_credit(&s->p, p) < 0) {
 			t->st.msgs_bad++;
 			return;
 		}
-		s->credit += c;
 		stream_update(s);
 		return;
 	}
@@ -1083,17 +993,16 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 		return;
 	case TUNMSG_CLOSE:
 		s = host_stream(h, m.stream_id);
-		if (s == NULL || s->h_eof)
+		if (s == NULL || s->p.r_eof)
 			return;
-		s->h_eof = true;
-		if (s->rl != NULL) {
-			realmlist_flush(s->rl, &s->out);
-		}
+		s->p.r_eof = true;
+		if (s->rl != NULL)
+			realmlist_flush(s->rl, &s->p.out);
 		if (stream_flush(s) < 0) {
 			stream_free(s, END_PLAYER_RESET, false);
 			return;
 		}
-		if (stream_finished(s))
+		if (tunpipe_done(&s->p))
 			stream_free(s, END_DONE, false);
 		else
 			stream_update(s);
@@ -1105,8 +1014,11 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 		return;
 	case TUNMSG_X_RALLY:
 		/* Our agent's answer: binary data frames from now on. */
-		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_BIN))
+		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_BIN)) {
 			h->bin = true;
+			for (s = h->streams; s != NULL; s = s->next)
+				s->p.bin = true;
+		}
 		return;
 	default:
 		t->st.msgs_unknown++;
@@ -1488,7 +1400,7 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 		if (h->state != H_OPEN)
 			continue;
 		for (const struct tun_stream *st = h->streams; st != NULL; st = st->next) {
-			held += st->out.len - st->out_off;
+			held += tunpipe_pending(&st->p);
 			if (st->rl != NULL) {
 				const struct realmlist_stats *rs = realmlist_stats(st->rl);
 
