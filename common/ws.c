@@ -364,6 +364,11 @@ size_t ws_queued(const struct ws *w)
 	return n;
 }
 
+size_t ws_queued_msgs(const struct ws *w)
+{
+	return w->ctx != NULL ? wslay_event_get_queued_msg_count(w->ctx) : 0;
+}
+
 static void update_events(struct ws *w)
 {
 	uint32_t ev = 0;

@@ -83,6 +83,8 @@ int ws_send(struct ws *w, bool binary, const void *msg, size_t len);
 int ws_close(struct ws *w, uint16_t code);
 /* Bytes queued and not yet on the socket (wslay's queue + ours). */
 size_t ws_queued(const struct ws *w);
+/* Messages in wslay's queue (each costs an allocation beyond its bytes). */
+size_t ws_queued_msgs(const struct ws *w);
 /* Stops reading from the peer until ws_pause(w, false) (back-pressure). */
 void ws_pause(struct ws *w, bool paused);
 bool ws_is_open(const struct ws *w);

@@ -55,6 +55,8 @@
 #define AG_CONNECT_MS    (5000)
 #define AG_BACKOFF_MIN   (1000)
 #define AG_BACKOFF_MAX   (60000)
+#define AG_QUEUE_MAX     ((size_t)8 * 1024 * 1024) /* a relay that never reads */
+#define AG_QUEUE_MSGS    ((size_t)16384)
 #define AG_PING_MS       (30000) /* coa's Host Manager pings every 30 s too */
 
 static const char usage[] =
@@ -157,6 +159,9 @@ struct agent {
 
 static void send_msg(struct agent *ag, const struct tunmsg *m)
 {
+	if (ag->ws == NULL || ws_queued(ag->ws) > AG_QUEUE_MAX ||
+	    ws_queued_msgs(ag->ws) > AG_QUEUE_MSGS)
+		return; /* on_tick ends such a tunnel */
 	ag->msg.len = 0;
 	ag->msg.bad = false;
 	tunmsg_encode(m, &ag->msg);
@@ -828,6 +833,15 @@ static void on_tick(struct ev_timer *t, void *arg)
 			send_msg(ag, &e);
 			astream_free(*slot, false);
 		}
+	}
+	if (ag->ws != NULL &&
+	    (ws_queued(ag->ws) > AG_QUEUE_MAX || ws_queued_msgs(ag->ws) > AG_QUEUE_MSGS)) {
+		struct ws *w = ag->ws;
+
+		ws_free(w);
+		tunnel_lost(ag, "relay not reading");
+		ev_timer_start(ag->loop, &ag->tick, 1000, on_tick, ag);
+		return;
 	}
 	if (ag->state == AG_OPEN && now - ag->last_ping_ms >= AG_PING_MS) {
 		struct tunmsg ping = {.cmd = TUNMSG_PING};

@@ -53,7 +53,12 @@
 #define TUN_HOST_LOW       ((size_t)256 * 1024)  /* and start again */
 #define TUN_STREAM_BUF_MAX ((size_t)2 * 1024 * 1024)
 #define TUN_REAP_MS        (5000)
-#define TUN_PENDING_HOSTS  (64) /* handshakes at once beyond max_hosts */
+/* A host that sends but never reads (pings, allocate floods) would make us
+ * queue answers without end: past these its messages are dropped and the
+ * reaper drops the tunnel. */
+#define TUN_HOST_QUEUE_MAX  ((size_t)8 * 1024 * 1024)
+#define TUN_HOST_QUEUE_MSGS ((size_t)16384)
+#define TUN_PENDING_HOSTS   (64) /* handshakes at once beyond max_hosts */
 
 struct tun_host;
 struct tun_alloc;
@@ -102,6 +107,7 @@ struct tun_host {
 	bool registered; /* in t->realms */
 	bool bin;        /* our agent: binary data frames */
 	bool paused;     /* players not read: the tunnel is full */
+	bool stuck;      /* its queue passed TUN_HOST_QUEUE_MAX: dropped soon */
 	unsigned nallocs, nstreams;
 	struct tun_alloc *allocs;
 	struct tun_stream *streams;
@@ -209,10 +215,24 @@ static void pool_give(struct relay_tunnel *t, uint16_t port)
 
 /* ---- sending to a host ---- */
 
+/* False (and the host marked) when h's queue is past the cap. */
+static bool host_room(struct tun_host *h)
+{
+	if (h->ws == NULL || h->stuck)
+		return false;
+	if (ws_queued(h->ws) > TUN_HOST_QUEUE_MAX || ws_queued_msgs(h->ws) > TUN_HOST_QUEUE_MSGS) {
+		h->stuck = true;
+		return false;
+	}
+	return true;
+}
+
 static void host_send(struct tun_host *h, const struct tunmsg *m)
 {
 	struct relay_tunnel *t = h->t;
 
+	if (!host_room(h))
+		return;
 	t->msg.len = 0;
 	t->msg.bad = false;
 	tunmsg_encode(m, &t->msg);
@@ -222,7 +242,7 @@ static void host_send(struct tun_host *h, const struct tunmsg *m)
 
 static void host_send_text(struct tun_host *h, const char *s)
 {
-	if (h->ws != NULL)
+	if (host_room(h))
 		ws_send(h->ws, false, s, strlen(s));
 }
 
@@ -1232,6 +1252,11 @@ static void on_reap(struct ev_timer *tm, void *arg)
 		struct tun_stream *s, *sn;
 
 		hn = h->next;
+		if (h->stuck) {
+			t->st.hosts_dropped++;
+			host_drop(h, "not-reading");
+			continue;
+		}
 		if (h->state != H_OPEN)
 			continue;
 		if (now - h->last_rx_ms >= c->tunnel_idle_timeout_ms) {
