@@ -543,6 +543,14 @@ void ws_pause(struct ws *w, bool paused)
 		update_events(w);
 }
 
+int ws_peer(const struct ws *w, struct addr *a)
+{
+	a->len = sizeof(a->ss);
+	if (w->fd < 0 || getpeername(w->fd, (struct sockaddr *)&a->ss, &a->len) < 0)
+		return -errno;
+	return 0;
+}
+
 bool ws_is_open(const struct ws *w)
 {
 	return w->state == WS_OPEN && !w->freed;

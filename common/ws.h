@@ -88,6 +88,9 @@ size_t ws_queued_msgs(const struct ws *w);
 /* Stops reading from the peer until ws_pause(w, false) (back-pressure). */
 void ws_pause(struct ws *w, bool paused);
 bool ws_is_open(const struct ws *w);
+/* The peer's address (the relay a client dialled); 0 or -errno. */
+struct addr;
+int ws_peer(const struct ws *w, struct addr *a);
 uint64_t ws_bytes_in(const struct ws *w);
 uint64_t ws_bytes_out(const struct ws *w);
 

@@ -20,6 +20,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "relay.h"
+#include "relay_keys.h"
 
 static const char usage[] =
 	"NAME\n"
@@ -42,7 +43,9 @@ static const char usage[] =
 	"OPTIONS\n"
 	"    --listen ADDR:PORT        public UDP address (default 0.0.0.0:27960)\n"
 	"    --server HOST:PORT        the game server (resolved once; required\n"
-	"                              unless the relay is a tunnel only)\n"
+	"                              unless the relay is a tunnel only), or\n"
+	"                              tunnel:REALM_UUID: at home behind that realm's\n"
+	"                              agent (needs --tunnel-listen)\n"
 	"    --master HOST:PORT        a master to heartbeat; repeatable (default\n"
 	"                              etmaster.net:27950, etmaster.idsoftware.com:27950)\n"
 	"    --no-heartbeat            heartbeat no master at all\n"
@@ -60,7 +63,10 @@ static const char usage[] =
 	"    --debug                   log sessions, commands and heartbeats\n"
 	"    --check-config            check flags, token and bans.json, then exit\n"
 	"    --help, --version\n"
-	"\n"
+	"\n";
+
+/* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_tunnel[] =
 	"TUNNEL (see rally-relay agent --help for the home side)\n"
 	"    --tunnel-listen ADDR:PORT coa-relay's host tunnel (GET /relay/v1/host,\n"
 	"                              /relay/v1/health); coa listens on 0.0.0.0:8082\n"
@@ -128,6 +134,15 @@ static void set_server(void *ctx, const char *s)
 {
 	struct relay_cfg *c = ctx;
 
+	if (strncmp(s, "tunnel:", 7) == 0) {
+		char canon[37];
+
+		if (relay_keys_canon_uuid(s + 7, canon) < 0)
+			daemon_die_usage("--server %s: expected tunnel:REALM_UUID", s);
+		c->server_tunnel = true;
+		memcpy(c->server_realm, canon, sizeof(canon));
+		return;
+	}
 	if (addr_split_hostport(s, c->server_host, sizeof(c->server_host), &c->server_port) < 0 ||
 	    c->server_port == 0)
 		daemon_die_usage("--server %s: expected HOST:PORT", s);
@@ -266,6 +281,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 						       "HOST, the address players reach us at");
 		}
 	}
+	if (c->server_tunnel && !c->tunnel_on)
+		daemon_die_usage("%s", "--server tunnel:REALM needs --tunnel-listen");
 	if (!c->server_on && c->nmasters > 0)
 		daemon_die_usage("%s",
 				 "--master needs --server (a tunnel alone heartbeats nothing)");
@@ -366,7 +383,10 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "agent") == 0)
 		return relay_agent_main(argc - 1, argv + 1);
-	daemon_init(d, "rally-relay", usage);
+	static char page[sizeof(usage) + sizeof(usage_tunnel)];
+
+	snprintf(page, sizeof(page), "%s%s", usage, usage_tunnel);
+	daemon_init(d, "rally-relay", page);
 	parse_args(d, argc, argv, &r->cfg);
 	daemon_start(d);
 	r->loop = d->loop;
@@ -380,7 +400,7 @@ int main(int argc, char **argv)
 								r->cfg.tunnel_max_hosts
 						      : 0),
 			    "sessions");
-	if (r->cfg.server_on) {
+	if (r->cfg.server_on && !r->cfg.server_tunnel) {
 		ret = resolve_server(r);
 		if (ret < 0)
 			goto out;
@@ -400,7 +420,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (d->check) {
-		if (r->cfg.server_on)
+		if (r->cfg.server_tunnel)
+			log_bare("config-ok server=tunnel:%s bans=%zu", r->cfg.server_realm,
+				 banlist_count(relay_bans_list(r->bans)));
+		else if (r->cfg.server_on)
 			log_bare("config-ok server=%s bans=%zu",
 				 addr_str(&r->server, la, sizeof(la)),
 				 banlist_count(relay_bans_list(r->bans)));
@@ -432,7 +455,10 @@ int main(int argc, char **argv)
 		}
 	}
 	ready(d, r);
-	if (r->cfg.server_on)
+	if (r->cfg.server_tunnel)
+		log_info("relay server=tunnel:%s masters=%zu tag=%s", r->cfg.server_realm,
+			 r->cfg.nmasters, r->cfg.heartbeat_tag);
+	else if (r->cfg.server_on)
 		log_info("relay server=%s masters=%zu tag=%s", addr_str(&r->server, la, sizeof(la)),
 			 r->cfg.nmasters, r->cfg.heartbeat_tag);
 

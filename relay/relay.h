@@ -73,6 +73,10 @@ struct relay_cfg {
 	unsigned query_budget; /* per second, all sources; 0 = off */
 	long long unconfirmed_timeout_ms;
 	bool server_on; /* --server: the game port is proxied */
+	/* --server tunnel:REALM: the game server is at home, behind that
+	 * realm's agent; sessions travel the tunnel's datagram path. */
+	bool server_tunnel;
+	char server_realm[40];
 	/* The tunnel's public side (relay_tunnel.c), coa-relay's defaults. */
 	bool tunnel_on;
 	struct addr tunnel_listen;
@@ -167,12 +171,15 @@ int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const 
 size_t relay_proxy_close_ip(struct relay_proxy *p, const struct addr_ip *ip);
 size_t relay_proxy_session_count(const struct relay_proxy *p);
 size_t relay_proxy_ratelim_count(const struct relay_proxy *p);
+/* A game datagram from the server for session sid, through the tunnel. */
+void relay_proxy_deliver(struct relay_proxy *p, uint32_t sid, const uint8_t *buf, size_t len);
 /* Datagrams the kernel dropped on the public socket, or -1 if unknown. */
 long long relay_proxy_kernel_drops(const struct relay_proxy *p);
 
 struct relay_session_info {
 	struct addr client;
 	uint16_t upstream_port;
+	bool tunnelled; /* through the tunnel: no upstream socket here */
 	long long age_ms, idle_ms;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	unsigned queued;
@@ -191,6 +198,8 @@ void relay_heartbeat_shutdown(struct relay_heartbeat *hb, void (*done)(void *), 
 /* Appends Prometheus lines for heartbeats. */
 struct strbuf;
 void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *out);
+/* The server's answer to a probe that came through the tunnel. */
+void relay_heartbeat_probe_answer(struct relay_heartbeat *hb, const uint8_t *buf, size_t len);
 /* True if ip is the last resolved address of one of our masters. */
 bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct addr_ip *ip);
 
@@ -243,5 +252,11 @@ int relay_tunnel_reload(struct relay_tunnel *t);
 bool relay_tunnel_bound(const struct relay_tunnel *t, struct addr *a);
 size_t relay_tunnel_keys_count(const struct relay_tunnel *t);
 void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out);
+/* Sends a game datagram of session sid (0: the heartbeat probe) to the
+ * --server realm's agent: over UDP when its datagram path is up, else in
+ * the tunnel. 0, or -ENOTCONN (no tunnel for that realm). */
+int relay_tunnel_dgram(struct relay_tunnel *t, uint32_t sid, const uint8_t *buf, size_t len);
+/* True when the --server realm's tunnel is up. */
+bool relay_tunnel_server_up(const struct relay_tunnel *t);
 
 #endif

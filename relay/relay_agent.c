@@ -35,6 +35,7 @@
 #include "log.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "relay_tundgram.h"
 #include "relay_tunmsg.h"
 #include "relay_tunpipe.h"
 #include "statefile.h"
@@ -58,6 +59,10 @@
 #define AG_QUEUE_MAX     ((size_t)8 * 1024 * 1024) /* a relay that never reads */
 #define AG_QUEUE_MSGS    ((size_t)16384)
 #define AG_PING_MS       (30000) /* coa's Host Manager pings every 30 s too */
+#define AG_UDP_PING_MS   (5000)
+#define AG_UDP_FRESH_MS  (15000) /* UDP counts as working this long after a pong */
+#define AG_MAX_USESS     (4096)
+#define AG_USESS_IDLE_MS (130000) /* the relay forgets a session after 120 s */
 
 static const char usage[] =
 	"NAME\n"
@@ -84,6 +89,9 @@ static const char usage[] =
 	"    --token-file PATH         its bearer token, >= 32 characters\n"
 	"    --ca-file PEM             trust these CAs for wss:// (default: system)\n"
 	"    --json-framing            keep coa's JSON framing even with our relay\n"
+	"    --server IP:PORT          a UDP game server (Quake 3 engine) to carry:\n"
+	"                              the relay runs --server tunnel:REALM_UUID\n"
+	"    --no-udp                  game datagrams in the tunnel only (UDP blocked)\n"
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"\n"
 	"CONTROL API\n"
@@ -106,6 +114,9 @@ struct agent_cfg {
 	char token_file[4096];
 	char ca_file[4096];
 	bool json_only;
+	bool server_on; /* --server: a UDP game server to carry */
+	struct addr server;
+	bool no_udp; /* --no-udp: game datagrams in the tunnel only */
 };
 
 struct astream {
@@ -153,6 +164,18 @@ struct agent {
 	uint8_t chunk[TUNMSG_CHUNK_MAX * 4];
 	struct strbuf msg;
 	uint64_t tunnels, refused_targets, bad_msgs, bytes_up, bytes_down;
+	/* the datagram path */
+	bool udp_on, udp_was_ok;
+	int udp_fd;
+	struct ev_io *udp_io;
+	uint64_t udp_id, udp_tx_ctr;
+	uint8_t udp_rx[TUNDGRAM_KEY], udp_tx[TUNDGRAM_KEY];
+	struct tundgram_window udp_win;
+	long long udp_ping_ms, udp_pong_ms;
+	struct htab *usess; /* sid -> struct usess * */
+	uint64_t udp_in, udp_out, udp_bad, dgram_in, dgram_ws_in, dgram_ws_out, usess_opened;
+	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
+	uint8_t plain[TUNDGRAM_PAYLOAD + TUNMSG_BIN_HDR + 64];
 };
 
 /* ---- sending ---- */
@@ -425,6 +448,269 @@ static struct astream *stream_of(struct agent *ag, uint32_t id)
 	return slot != NULL ? *slot : NULL;
 }
 
+/* ---- game datagrams: the UDP path to the relay, sessions to --server ---- */
+
+/* One player's session: a socket of its own toward the game server, so the
+ * server sees one address per player, as without the tunnel. */
+struct usess {
+	struct agent *ag;
+	uint32_t sid;
+	struct ev_io *io;
+	long long last_ms;
+};
+
+static bool udp_ok(const struct agent *ag)
+{
+	return ag->udp_fd >= 0 && ag->udp_pong_ms != 0 &&
+	       ev_now(ag->loop) - ag->udp_pong_ms < AG_UDP_FRESH_MS;
+}
+
+static void udp_send(struct agent *ag, enum tundgram_type type, uint32_t sid, const uint8_t *p,
+		     size_t n)
+{
+	struct tundgram_hdr h = {
+		.type = type, .udp_id = ag->udp_id, .sid = sid, .ctr = ++ag->udp_tx_ctr};
+	int len = tundgram_seal(ag->dgram, sizeof(ag->dgram), &h, ag->udp_tx, p, n);
+
+	if (len > 0 && send(ag->udp_fd, ag->dgram, (size_t)len, MSG_DONTWAIT) >= 0)
+		ag->udp_out++;
+}
+
+/* A datagram from the game server for the relay: UDP when it gets
+ * through, else in the tunnel. */
+static void dgram_out(struct agent *ag, uint32_t sid, const uint8_t *p, size_t n)
+{
+	if (udp_ok(ag)) {
+		udp_send(ag, TUNDGRAM_DATA, sid, p, n);
+		return;
+	}
+	if (ag->ws == NULL || n > TUNDGRAM_PAYLOAD || ws_queued(ag->ws) > AG_QUEUE_MAX)
+		return;
+	tunmsg_bin_header(ag->plain, TUNMSG_BIN_DGRAM, sid);
+	memmove(ag->plain + TUNMSG_BIN_HDR, p, n);
+	ws_send(ag->ws, true, ag->plain, n + TUNMSG_BIN_HDR);
+	ag->dgram_ws_out++;
+}
+
+static void usess_free(struct usess *u)
+{
+	struct agent *ag = u->ag;
+	struct usess **slot = htab_get(ag->usess, &u->sid);
+
+	ev_io_del(u->io, true);
+	if (slot != NULL)
+		htab_remove(ag->usess, slot);
+	free(u);
+}
+
+static void on_usess(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct usess *u = arg;
+	struct agent *ag = u->ag;
+
+	(void)events;
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = recv(ev_io_fd(io), ag->plain + TUNMSG_BIN_HDR, TUNDGRAM_PAYLOAD,
+				 MSG_DONTWAIT);
+
+		if (n < 0)
+			return; /* EAGAIN, or ECONNREFUSED: the server not up */
+		dgram_out(ag, u->sid, ag->plain + TUNMSG_BIN_HDR, (size_t)n);
+	}
+	(void)ag;
+}
+
+/* A game datagram from the relay for session sid: to the server, from
+ * that session's own socket (opened on its first datagram). */
+static void dgram_in(struct agent *ag, uint32_t sid, const uint8_t *p, size_t n)
+{
+	struct usess **slot, *u;
+
+	if (!ag->cfg.server_on) {
+		ag->bad_msgs++;
+		return;
+	}
+	slot = htab_get(ag->usess, &sid);
+	if (slot == NULL) {
+		int fd;
+		struct usess *evicted = NULL;
+
+		u = calloc(1, sizeof(*u));
+		if (u == NULL)
+			return;
+		fd = addr_udp_connect(&ag->cfg.server, NULL);
+		if (fd < 0) {
+			free(u);
+			return;
+		}
+		/* Full: the session idle longest makes room (the relay's own
+		 * table decides who plays; this one only follows it). */
+		slot = htab_insert(ag->usess, &sid, true, &evicted);
+		if (evicted != NULL) {
+			ev_io_del(evicted->io, true);
+			free(evicted);
+		}
+		u->ag = ag;
+		u->sid = sid;
+		u->io = ev_io_add(ag->loop, fd, EPOLLIN, on_usess, u);
+		if (slot == NULL || u->io == NULL) {
+			if (slot != NULL)
+				htab_remove(ag->usess, slot);
+			if (u->io != NULL)
+				ev_io_del(u->io, true);
+			else
+				close(fd);
+			free(u);
+			return;
+		}
+		*slot = u;
+		ag->usess_opened++;
+	} else {
+		u = *slot;
+		htab_touch(ag->usess, slot);
+	}
+	u->last_ms = ev_now(ag->loop);
+	if (send(ev_io_fd(u->io), p, n, MSG_DONTWAIT) >= 0)
+		ag->dgram_in++;
+}
+
+/* Sessions the relay forgot (it closes idle ones after 2 minutes) go
+ * here a little later; oldest first, the table keeps recency. */
+static void usess_expire(struct agent *ag)
+{
+	struct usess **slot;
+
+	while ((slot = htab_oldest(ag->usess)) != NULL &&
+	       ev_now(ag->loop) - (*slot)->last_ms >= AG_USESS_IDLE_MS)
+		usess_free(*slot);
+}
+
+static void udp_close(struct agent *ag)
+{
+	struct usess **slot;
+
+	while ((slot = htab_oldest(ag->usess)) != NULL)
+		usess_free(*slot);
+	if (ag->udp_io != NULL)
+		ev_io_del(ag->udp_io, true);
+	else if (ag->udp_fd >= 0)
+		close(ag->udp_fd);
+	ag->udp_io = NULL;
+	ag->udp_fd = -1;
+	ag->udp_on = false;
+	ag->udp_pong_ms = 0;
+	sodium_memzero(ag->udp_rx, sizeof(ag->udp_rx));
+	sodium_memzero(ag->udp_tx, sizeof(ag->udp_tx));
+}
+
+static void on_udp(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct agent *ag = arg;
+
+	(void)events;
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = recv(ev_io_fd(io), ag->dgram, sizeof(ag->dgram), MSG_DONTWAIT);
+		struct tundgram_hdr h;
+		int m;
+
+		if (n < 0)
+			return;
+		if (tundgram_peek(ag->dgram, (size_t)n, &h) < 0 || h.udp_id != ag->udp_id) {
+			ag->udp_bad++;
+			continue;
+		}
+		m = tundgram_open(ag->dgram, (size_t)n, ag->udp_rx, &ag->udp_win, ag->plain,
+				  sizeof(ag->plain));
+		if (m < 0) {
+			ag->udp_bad++;
+			continue;
+		}
+		ag->udp_in++;
+		if (h.type == TUNDGRAM_DATA) {
+			dgram_in(ag, h.sid, ag->plain, (size_t)m);
+		} else if (h.type == TUNDGRAM_PONG) {
+			if (!udp_ok(ag))
+				log_info("tunnel-udp-up relay=%s", ag->cfg.url);
+			ag->udp_pong_ms = ev_now(ag->loop);
+		} else {
+			uint8_t c[8];
+
+			for (int k = 0; k < 8; k++)
+				c[k] = (uint8_t)(h.ctr >> (56 - 8 * k));
+			udp_send(ag, TUNDGRAM_PONG, 0, c, sizeof(c));
+		}
+	}
+}
+
+/* The relay offered the datagram path: our half of the key exchange, and
+ * a socket toward its UDP port (the address the tunnel reached). Fills
+ * x's UDP fields for the answer; false when we do not take it. */
+static bool udp_setup(struct agent *ag, const struct tunmsg *offer, struct tunmsg *x)
+{
+	uint8_t rpk[crypto_kx_PUBLICKEYBYTES], pk[crypto_kx_PUBLICKEYBYTES];
+	uint8_t sk[crypto_kx_SECRETKEYBYTES];
+	size_t n = 0;
+	struct addr to;
+	int fd;
+
+	if (!ag->cfg.server_on || offer->x_udp_id == 0 || offer->x_udp_port == 0 ||
+	    sodium_base642bin(rpk, sizeof(rpk), offer->x_udp_key, strlen(offer->x_udp_key), NULL,
+			      &n, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    n != sizeof(rpk))
+		return false;
+	crypto_kx_keypair(pk, sk);
+	if (crypto_kx_client_session_keys(ag->udp_rx, ag->udp_tx, pk, sk, rpk) != 0) {
+		sodium_memzero(sk, sizeof(sk));
+		return false;
+	}
+	sodium_memzero(sk, sizeof(sk));
+	ag->udp_id = offer->x_udp_id;
+	ag->udp_tx_ctr = 0;
+	memset(&ag->udp_win, 0, sizeof(ag->udp_win));
+	ag->udp_on = true;
+	x->x_features |= TUNMSG_X_UDP;
+	sodium_bin2base64(x->x_udp_key, sizeof(x->x_udp_key), pk, sizeof(pk),
+			  sodium_base64_VARIANT_ORIGINAL);
+	/* --no-udp: keyed, but every datagram takes the tunnel (networks
+	 * that drop UDP; the fallback's test). */
+	if (ag->cfg.no_udp || ws_peer(ag->ws, &to) < 0)
+		return true;
+	addr_set_port(&to, offer->x_udp_port);
+	fd = addr_udp_connect(&to, NULL);
+	if (fd < 0)
+		return true;
+	ag->udp_fd = fd;
+	ag->udp_io = ev_io_add(ag->loop, fd, EPOLLIN, on_udp, ag);
+	if (ag->udp_io == NULL) {
+		close(fd);
+		ag->udp_fd = -1;
+		return true;
+	}
+	ag->udp_ping_ms = 0; /* the first ping goes with the next tick */
+	return true;
+}
+
+/* Once a second: pings (every second until the first pong, then every
+ * 5 s: they also keep the NAT's mapping open), idle sessions. */
+static void udp_tick(struct agent *ag)
+{
+	long long now = ev_now(ag->loop);
+
+	usess_expire(ag);
+	if (ag->udp_fd < 0 || ag->state != AG_OPEN)
+		return;
+	if (now - ag->udp_ping_ms >= (udp_ok(ag) ? AG_UDP_PING_MS : 1000)) {
+		if (ag->udp_pong_ms != 0 && !udp_ok(ag) && ag->udp_was_ok) {
+			log_warnx("tunnel-udp-lost relay=%s fallback=tunnel", ag->cfg.url);
+			ag->udp_was_ok = false;
+		}
+		ag->udp_ping_ms = now;
+		udp_send(ag, TUNDGRAM_PING, 0, NULL, 0);
+	}
+	if (udp_ok(ag))
+		ag->udp_was_ok = true;
+}
+
 /* ---- allocation requests from the control API ---- */
 
 static void pend_answer(struct agent *ag, size_t i, unsigned status, struct json_object *o)
@@ -530,6 +816,19 @@ static void get_status(struct agent *ag, struct httpd_req *req)
 	json_object_object_add(o, "bad_messages", json_object_new_int64((int64_t)ag->bad_msgs));
 	json_object_object_add(o, "bytes_up", json_object_new_int64((int64_t)ag->bytes_up));
 	json_object_object_add(o, "bytes_down", json_object_new_int64((int64_t)ag->bytes_down));
+	json_object_object_add(o, "datagram_path",
+			       json_object_new_string(!ag->udp_on  ? "off"
+						      : udp_ok(ag) ? "udp"
+								   : "tunnel"));
+	json_object_object_add(o, "game_sessions",
+			       json_object_new_int64((int64_t)htab_count(ag->usess)));
+	json_object_object_add(o, "udp_in", json_object_new_int64((int64_t)ag->udp_in));
+	json_object_object_add(o, "udp_out", json_object_new_int64((int64_t)ag->udp_out));
+	json_object_object_add(o, "udp_bad", json_object_new_int64((int64_t)ag->udp_bad));
+	json_object_object_add(o, "dgram_tunnel_in",
+			       json_object_new_int64((int64_t)ag->dgram_ws_in));
+	json_object_object_add(o, "dgram_tunnel_out",
+			       json_object_new_int64((int64_t)ag->dgram_ws_out));
 	httpd_reply_json(req, 200, o);
 	json_object_put(o);
 }
@@ -575,6 +874,7 @@ static void tunnel_lost(struct agent *ag, const char *why)
 	else
 		log_warnx("tunnel-fail relay=%s reason=%s", ag->cfg.url, why);
 	drop_streams(ag);
+	udp_close(ag);
 	pend_fail_all(ag, "tunnel down");
 	ag->ntokens = 0;
 	ag->ws = NULL;
@@ -661,6 +961,11 @@ static void on_bin(struct agent *ag, const uint8_t *msg, size_t len)
 		ag->bad_msgs++;
 		return;
 	}
+	if (type == TUNMSG_BIN_DGRAM) {
+		ag->dgram_ws_in++;
+		dgram_in(ag, id, p, n);
+		return;
+	}
 	s = stream_of(ag, id);
 	if (s == NULL)
 		return;
@@ -730,6 +1035,8 @@ static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
 			struct tunmsg x = {
 				.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_BIN};
 
+			if (m.x_features & TUNMSG_X_UDP)
+				udp_setup(ag, &m, &x);
 			send_msg(ag, &x);
 			ag->bin = true;
 		}
@@ -784,7 +1091,7 @@ static const struct ws_ops agent_ops = {
 
 static void dial(struct agent *ag)
 {
-	struct ws_cfg wc = {.max_msg = TUNMSG_JSON_MAX,
+	struct ws_cfg wc = {.max_msg = TUNMSG_WS_MAX,
 			    .low_water = AG_LOW,
 			    .ca_file = ag->cfg.ca_file,
 			    .connect_timeout_ms = 15000};
@@ -843,6 +1150,7 @@ static void on_tick(struct ev_timer *t, void *arg)
 		ev_timer_start(ag->loop, &ag->tick, 1000, on_tick, ag);
 		return;
 	}
+	udp_tick(ag);
 	if (ag->state == AG_OPEN && now - ag->last_ping_ms >= AG_PING_MS) {
 		struct tunmsg ping = {.cmd = TUNMSG_PING};
 
@@ -956,6 +1264,8 @@ int relay_agent_main(int argc, char **argv)
 		DAEMON_STR_SET("token-file", c->token_file),
 		DAEMON_STR_SET("ca-file", c->ca_file),
 		DAEMON_BOOL("json-framing", &c->json_only),
+		DAEMON_ADDR("server", &c->server),
+		DAEMON_BOOL("no-udp", &c->no_udp),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	int pos, ret = -EINVAL;
@@ -984,6 +1294,10 @@ int relay_agent_main(int argc, char **argv)
 		daemon_die_usage("--realm-id %s: expected a UUID", c->realm);
 	memcpy(c->realm, canon, sizeof(canon));
 	c->control_on = daemon_flag_seen(flags, n, "control");
+	c->server_on = daemon_flag_seen(flags, n, "server");
+	if (c->server_on && c->json_only)
+		daemon_die_usage("%s", "--server (game datagrams) needs our framing, not "
+				       "--json-framing");
 	if (c->control_on && c->token_file[0] == '\0')
 		daemon_die_usage("%s", "--control needs --token-file");
 	daemon_start(d);
@@ -996,7 +1310,9 @@ int relay_agent_main(int argc, char **argv)
 	ag.backoff_ms = AG_BACKOFF_MIN;
 	ag.streams = htab_new(AG_MAX_STREAMS, sizeof(uint32_t), sizeof(struct astream *));
 	ag.tokens = calloc(AG_MAX_TOKENS, sizeof(*ag.tokens));
-	if (ag.streams == NULL || ag.tokens == NULL) {
+	ag.udp_fd = -1;
+	ag.usess = htab_new(AG_MAX_USESS, sizeof(uint32_t), sizeof(struct usess *));
+	if (ag.streams == NULL || ag.tokens == NULL || ag.usess == NULL) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -1040,6 +1356,9 @@ int relay_agent_main(int argc, char **argv)
 	ret = ret < 0 ? ret : 0;
 out:
 	drop_streams(&ag);
+	if (ag.usess != NULL)
+		udp_close(&ag);
+	htab_free(ag.usess);
 	pend_fail_all(&ag, "agent stopping");
 	ws_free(ag.ws);
 	ev_timer_stop(ag.loop, &ag.retry);

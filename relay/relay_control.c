@@ -122,6 +122,7 @@ static void add_session(const struct relay_session_info *si, void *arg)
 			       json_object_new_string(addr_ip_str(&si->client, a, sizeof(a))));
 	json_object_object_add(o, "client_port", json_object_new_int(addr_port(&si->client)));
 	json_object_object_add(o, "upstream_port", json_object_new_int(si->upstream_port));
+	json_object_object_add(o, "tunnelled", json_object_new_boolean(si->tunnelled));
 	json_object_object_add(o, "age_ms", json_object_new_int64(si->age_ms));
 	json_object_object_add(o, "idle_ms", json_object_new_int64(si->idle_ms));
 	d = json_object_new_object();

@@ -67,6 +67,10 @@ static void start_cycle(struct relay_heartbeat *hb);
 
 static const char *server_name(const struct relay_heartbeat *hb, char *buf, size_t size)
 {
+	if (hb->r->cfg.server_tunnel) {
+		snprintf(buf, size, "tunnel:%s", hb->r->cfg.server_realm);
+		return buf;
+	}
 	return addr_str(&hb->r->server, buf, size);
 }
 
@@ -245,36 +249,44 @@ static void probe_send(struct relay_heartbeat *hb)
 	int len = q3_oob_build(pkt, sizeof(pkt), text, (size_t)n);
 
 	hb->attempt++;
-	/* A refused send (server port closed) counts as a lost attempt. */
-	(void)!send(hb->fd, pkt, (size_t)len, 0);
+	/* A refused send (server port closed, no tunnel) counts as a lost
+	 * attempt. */
+	if (hb->r->cfg.server_tunnel)
+		(void)!relay_tunnel_dgram(hb->r->tunnel, 0, pkt, (size_t)len);
+	else
+		(void)!send(hb->fd, pkt, (size_t)len, 0);
 	ev_timer_start(hb->r->loop, &hb->probe_timer, hb->r->cfg.probe_timeout_ms, on_probe_timeout,
 		       hb);
+}
+
+void relay_heartbeat_probe_answer(struct relay_heartbeat *hb, const uint8_t *buf, size_t n)
+{
+	struct q3_args args;
+	const char *val;
+	size_t vlen, off;
+
+	if (hb == NULL || hb->probe_done || n > RELAY_MAX_PACKET ||
+	    q3_oob_tokenize(buf, n, &args) < 1 || !q3_cmd_eq(q3_argv(&args, 0), "infoResponse"))
+		return;
+	off = Q3_OOB_PREFIX_LEN + args.consumed;
+	/* Only the answer to this cycle's challenge proves it alive. */
+	if (info_get((const char *)buf + off, n - off, "challenge", &val, &vlen) == 0 &&
+	    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0)
+		probe_finish(hb, true);
 }
 
 static void on_probe_reply(struct ev_io *io, uint32_t events, void *arg)
 {
 	struct relay_heartbeat *hb = arg;
 	uint8_t buf[RELAY_MAX_PACKET + 1];
-	struct q3_args args;
 
 	(void)events;
 	for (int i = 0; i < 16; i++) {
 		ssize_t n = recv(ev_io_fd(io), buf, sizeof(buf), MSG_DONTWAIT);
-		const char *val;
-		size_t vlen, off;
 
 		if (n < 0)
 			return;
-		if (hb->probe_done || (size_t)n > RELAY_MAX_PACKET ||
-		    q3_oob_tokenize(buf, (size_t)n, &args) < 1 ||
-		    !q3_cmd_eq(q3_argv(&args, 0), "infoResponse"))
-			continue;
-		off = Q3_OOB_PREFIX_LEN + args.consumed;
-		/* Only the answer to this cycle's challenge proves it alive. */
-		if (info_get((const char *)buf + off, (size_t)n - off, "challenge", &val, &vlen) ==
-			    0 &&
-		    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0)
-			probe_finish(hb, true);
+		relay_heartbeat_probe_answer(hb, buf, (size_t)n);
 	}
 }
 
@@ -403,14 +415,18 @@ int relay_heartbeat_new(struct relay *r)
 	ev_timer_init(&hb->cycle_timer);
 	ev_timer_init(&hb->probe_timer);
 	ev_timer_init(&hb->shutdown_timer);
-	hb->fd = addr_udp_connect(&r->server, NULL);
-	if (hb->fd < 0) {
-		errno = -hb->fd;
-		goto fail;
+	hb->fd = -1;
+	if (!r->cfg.server_tunnel) {
+		/* Through the tunnel the probe goes as session 0 instead. */
+		hb->fd = addr_udp_connect(&r->server, NULL);
+		if (hb->fd < 0) {
+			errno = -hb->fd;
+			goto fail;
+		}
+		hb->io = ev_io_add(r->loop, hb->fd, EPOLLIN, on_probe_reply, hb);
+		if (hb->io == NULL)
+			goto fail;
 	}
-	hb->io = ev_io_add(r->loop, hb->fd, EPOLLIN, on_probe_reply, hb);
-	if (hb->io == NULL)
-		goto fail;
 	r->hb = hb;
 	/* The first cycle runs at once, so the server is listed quickly. */
 	start_cycle(hb);

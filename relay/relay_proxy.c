@@ -40,8 +40,9 @@ struct qpkt {
 struct session {
 	struct addr client;
 	struct relay_proxy *p;
-	struct ev_io *io;
+	struct ev_io *io; /* NULL through the tunnel */
 	uint16_t upstream_port;
+	uint32_t sid; /* through the tunnel: the session's id there */
 	long long created_ms, last_ms;
 	/*
 	 * Unconfirmed until the client speaks again after the server's first
@@ -63,6 +64,8 @@ struct relay_proxy {
 	int fd;
 	struct ev_io *io;
 	struct htab *sessions;
+	struct htab *by_sid; /* tunnel: sid -> struct session * */
+	uint32_t next_sid;
 	struct ratelim *queries;
 	struct ev_timer sweep;
 	size_t queued_bytes;
@@ -227,6 +230,33 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 	}
 }
 
+void relay_proxy_deliver(struct relay_proxy *p, uint32_t sid, const uint8_t *buf, size_t len)
+{
+	struct session **slot, *s;
+	unsigned k;
+
+	if (p == NULL || p->by_sid == NULL || len > BUF_SIZE)
+		return;
+	slot = htab_get(p->by_sid, &sid);
+	if (slot == NULL)
+		return; /* a session closed here meanwhile */
+	s = *slot;
+	if (p->nout == BATCH)
+		flush_out(p);
+	k = p->nout;
+	memcpy(p->out_bufs + (size_t)k * BUF_SIZE, buf, len);
+	s->pkts_out++;
+	s->bytes_out += len;
+	if (log_enabled(LOG_LEVEL_DEBUG))
+		log_oob(s, "to-client", p->out_bufs + (size_t)k * BUF_SIZE, len);
+	p->out_addr[k] = s->client;
+	p->out_iov[k].iov_len = len;
+	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
+	p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
+	p->nout++;
+	session_touch(p, s, ev_now(p->r->loop));
+}
+
 /* ---- sessions ---- */
 
 static void unconf_unlink(struct relay_proxy *p, struct session *s)
@@ -284,6 +314,12 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 
 	ev_io_del(s->io, true);
 	session_free_queue(p, s);
+	if (p->by_sid != NULL) {
+		struct session **slot = htab_get(p->by_sid, &s->sid);
+
+		if (slot != NULL)
+			htab_remove(p->by_sid, slot);
+	}
 	if (!s->confirmed)
 		unconf_unlink(p, s);
 	p->r->st.sessions_closed++;
@@ -321,6 +357,48 @@ static void on_sweep(struct ev_timer *t, void *arg)
 	ev_timer_start(p->r->loop, t, 1000, on_sweep, p);
 }
 
+/* A session whose server is behind the tunnel: an id instead of a
+ * socket (the agent opens the socket toward the server at home). */
+static struct session *session_open_tunnel(struct relay_proxy *p, const struct addr *client,
+					   const struct addr_key *key)
+{
+	struct relay *r = p->r;
+	struct session *s, **slot;
+	uint32_t sid;
+
+	do {
+		sid = ++p->next_sid;
+	} while (sid == 0 || htab_get(p->by_sid, &sid) != NULL);
+	s = htab_insert(p->sessions, key, false, NULL);
+	if (s == NULL) {
+		drop(p, RELAY_DROP_SESSION_CAP);
+		return NULL;
+	}
+	slot = htab_insert(p->by_sid, &sid, false, NULL);
+	if (slot == NULL) {
+		htab_remove(p->sessions, s);
+		drop(p, RELAY_DROP_SESSION_CAP);
+		return NULL;
+	}
+	*slot = s;
+	s->p = p;
+	s->io = NULL;
+	s->sid = sid;
+	s->client = *client;
+	s->upstream_port = 0;
+	s->created_ms = s->last_ms = ev_now(r->loop);
+	s->confirmed = false;
+	unconf_append(p, s);
+	r->st.sessions_opened++;
+	if (log_enabled(LOG_LEVEL_DEBUG)) {
+		char a[ADDR_STRLEN];
+
+		log_debug("session-open peer=%s active=%zu tunnel_sid=%u",
+			  addr_str(client, a, sizeof(a)), htab_count(p->sessions), sid);
+	}
+	return s;
+}
+
 static struct session *session_open(struct relay_proxy *p, const struct addr *client,
 				    const struct addr_key *key)
 {
@@ -342,6 +420,8 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 		session_close(p, old, "evicted");
 		r->st.sessions_evicted++;
 	}
+	if (r->cfg.server_tunnel)
+		return session_open_tunnel(p, client, key);
 	/* Its local port is the port the server sees for this client. */
 	fd = addr_udp_connect(&r->server, &local);
 	if (fd < 0) {
@@ -388,6 +468,18 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 {
 	struct qpkt *q;
 
+	if (s->io == NULL) {
+		/* Through the tunnel: its queues are the tunnel's. */
+		if (relay_tunnel_dgram(p->r->tunnel, s->sid, buf, len) < 0) {
+			drop(p, RELAY_DROP_SEND_ERROR);
+			return;
+		}
+		s->pkts_in++;
+		s->bytes_in += len;
+		p->r->st.pkts_to_server++;
+		p->r->st.bytes_to_server += len;
+		return;
+	}
 	if (s->qlen == 0) {
 		if (send(ev_io_fd(s->io), buf, len, 0) >= 0) {
 			s->pkts_in++;
@@ -666,6 +758,7 @@ void relay_proxy_foreach(struct relay_proxy *p,
 		struct relay_session_info si = {
 			.client = s->client,
 			.upstream_port = s->upstream_port,
+			.tunnelled = s->io == NULL,
 			.age_ms = now - s->created_ms,
 			.idle_ms = now - s->last_ms,
 			.pkts_in = s->pkts_in,
@@ -695,6 +788,14 @@ int relay_proxy_new(struct relay *r)
 		htab_new(r->cfg.max_sessions, sizeof(struct addr_key), sizeof(struct session));
 	p->queries = ratelim_new(RELAY_MAX_QUERY_SOURCES, RELAY_QUERY_BURST, RELAY_QUERY_RATE,
 				 RELAY_QUERY_FORGET_MS);
+	if (r->cfg.server_tunnel) {
+		p->by_sid =
+			htab_new(r->cfg.max_sessions, sizeof(uint32_t), sizeof(struct session *));
+		if (p->by_sid == NULL) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
 	p->in_bufs = malloc((size_t)BATCH * BUF_SIZE);
 	p->out_bufs = malloc((size_t)BATCH * BUF_SIZE);
 	if (p->sessions == NULL || p->queries == NULL || p->in_bufs == NULL ||
@@ -755,6 +856,7 @@ void relay_proxy_free(struct relay_proxy *p)
 	else if (p->fd >= 0)
 		close(p->fd);
 	htab_free(p->sessions);
+	htab_free(p->by_sid);
 	ratelim_free(p->queries);
 	free(p->in_bufs);
 	free(p->out_bufs);

@@ -232,6 +232,9 @@ static int decode_obj(struct json_object *o, struct tunmsg *m, uint8_t *buf, siz
 				return -EBADMSG;
 			m->x_udp_port = (uint16_t)v;
 		}
+		if (json_object_object_get_ex(o, "udp_id", &t) &&
+		    get_uint(o, "udp_id", UINT64_MAX, &m->x_udp_id) < 0)
+			return -EBADMSG;
 		return get_str(o, "udp_key", m->x_udp_key, TUNMSG_ID_MAX, false);
 	}
 	return -EBADMSG;
@@ -404,6 +407,8 @@ void tunmsg_encode(const struct tunmsg *m, struct strbuf *out)
 		strbuf_printf(out, ",\"version\":%u,\"features\":%u", m->x_version, m->x_features);
 		if (m->x_udp_port != 0)
 			strbuf_printf(out, ",\"udp_port\":%u", m->x_udp_port);
+		if (m->x_udp_id != 0)
+			strbuf_printf(out, ",\"udp_id\":%llu", (unsigned long long)m->x_udp_id);
 		if (m->x_udp_key[0] != '\0')
 			put_str(out, "udp_key", m->x_udp_key);
 		break;
@@ -490,7 +495,7 @@ int tunmsg_bin_decode(const uint8_t *buf, size_t len, enum tunmsg_bin *type, uin
 {
 	if (len < TUNMSG_BIN_HDR)
 		return -EBADMSG;
-	if (buf[0] != TUNMSG_BIN_DATA && buf[0] != TUNMSG_BIN_CREDIT)
+	if (buf[0] != TUNMSG_BIN_DATA && buf[0] != TUNMSG_BIN_CREDIT && buf[0] != TUNMSG_BIN_DGRAM)
 		return -EBADMSG;
 	*type = (enum tunmsg_bin)buf[0];
 	*stream_id = (uint32_t)buf[1] << 24 | (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 8 |
@@ -500,6 +505,8 @@ int tunmsg_bin_decode(const uint8_t *buf, size_t len, enum tunmsg_bin *type, uin
 	if (*type == TUNMSG_BIN_CREDIT && *payload_len != 4)
 		return -EBADMSG;
 	if (*type == TUNMSG_BIN_DATA && (*payload_len == 0 || *payload_len > TUNMSG_CHUNK_MAX * 4))
+		return -EBADMSG;
+	if (*type == TUNMSG_BIN_DGRAM && *payload_len > 65535)
 		return -EBADMSG;
 	return 0;
 }

@@ -25,7 +25,10 @@ struct strbuf;
 /* A data message of a full chunk: base64 plus the JSON around it. */
 #define TUNMSG_JSON_MAX ((size_t)64 * 1024)
 #define TUNMSG_CTRL_MAX ((size_t)4 * 1024) /* every other message */
-#define TUNMSG_PROTO_V  (1)
+/* The WebSocket message cap: a JSON data message, or a binary frame with a
+ * game datagram of up to 64 KiB. */
+#define TUNMSG_WS_MAX  (TUNMSG_JSON_MAX + 16)
+#define TUNMSG_PROTO_V (1)
 
 enum tunmsg_cmd {
 	TUNMSG_UNKNOWN, /* a cmd we do not know: ignored, as coa does */
@@ -64,6 +67,7 @@ struct tunmsg {
 	unsigned x_version;
 	unsigned x_features;
 	uint16_t x_udp_port;
+	uint64_t x_udp_id;
 	char x_udp_key[TUNMSG_ID_MAX + 1];
 };
 
@@ -101,9 +105,10 @@ int tunmsg_parse_sig(const char *s, uint8_t sig[static 64]);
 
 /*
  * Binary frames (after both sides took TUNMSG_X_BIN): [type u8]
- * [stream_id u32 BE] then DATA: the bytes; CREDIT: u32 BE bytes granted.
+ * [stream_id u32 BE] then DATA: the bytes; CREDIT: u32 BE bytes granted;
+ * DGRAM: a game datagram of session stream_id, when UDP cannot get through.
  */
-enum tunmsg_bin { TUNMSG_BIN_DATA = 1, TUNMSG_BIN_CREDIT = 2 };
+enum tunmsg_bin { TUNMSG_BIN_DATA = 1, TUNMSG_BIN_CREDIT = 2, TUNMSG_BIN_DGRAM = 3 };
 #define TUNMSG_BIN_HDR (5)
 /* Each side may send this many data bytes of a stream before the other
  * credited them back (it does so once they reached the local socket). */

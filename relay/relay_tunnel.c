@@ -44,6 +44,7 @@
 #include "realmlist.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "relay_tundgram.h"
 #include "relay_tunmsg.h"
 #include "relay_tunpipe.h"
 #include "strbuf.h"
@@ -58,7 +59,9 @@
  * reaper drops the tunnel. */
 #define TUN_HOST_QUEUE_MAX  ((size_t)8 * 1024 * 1024)
 #define TUN_HOST_QUEUE_MSGS ((size_t)16384)
-#define TUN_PENDING_HOSTS   (64) /* handshakes at once beyond max_hosts */
+#define TUN_PENDING_HOSTS   (64)    /* handshakes at once beyond max_hosts */
+#define TUN_UDP_FRESH_MS    (30000) /* the agent's UDP address counts this long */
+#define TUN_UDP_PING_MS     (5000)
 
 struct tun_host;
 struct tun_alloc;
@@ -113,6 +116,17 @@ struct tun_host {
 	struct tun_stream *streams;
 	long long up_ms, last_rx_ms, last_ping_ms, ping_sent_ms;
 	long long rtt_ms;
+	/* the datagram path (relay_tundgram), once the agent took it */
+	bool udp;
+	uint64_t udp_id;
+	uint8_t kx_pk[crypto_kx_PUBLICKEYBYTES], kx_sk[crypto_kx_SECRETKEYBYTES];
+	uint8_t rx[TUNDGRAM_KEY], tx[TUNDGRAM_KEY];
+	uint64_t tx_ctr;
+	struct tundgram_window win;
+	struct addr udp_peer; /* where its last good datagram came from */
+	long long udp_rx_ms;  /* when (0: never) */
+	uint64_t udp_pings, udp_pongs, udp_ping_ctr;
+	long long udp_ping_us, udp_rtt_us, udp_last_ping_ms;
 	struct tun_host *next, *prev; /* all hosts */
 };
 
@@ -125,6 +139,8 @@ struct tun_stats {
 	uint64_t ws_closed_oversize, ws_closed_proto;
 	uint64_t rl_rewritten, rl_malformed, rl_desync;
 	uint64_t targets_bad;
+	uint64_t udp_in, udp_out, udp_bad, udp_replay, udp_unknown, dgram_ws_in, dgram_ws_out;
+	uint64_t dgram_no_tunnel;
 };
 
 enum { REF_UNAUTHORIZED, REF_SIGNATURE, REF_HELLO, REF_TIMEOUT };
@@ -157,6 +173,13 @@ struct relay_tunnel {
 	uint16_t *ports, *pos;
 	size_t nports, nfree;
 	struct ev_timer reaper;
+	/* the datagram path: one UDP socket beside the tunnel listener */
+	int udp_fd;
+	struct ev_io *udp_io;
+	struct htab *udp_ids; /* udp_id -> struct tun_host * */
+	uint8_t server_realm[16];
+	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
+	uint8_t plain[TUNDGRAM_PAYLOAD + 64];
 	struct tun_stats st;
 	uint8_t chunk[TUNMSG_CHUNK_MAX * 4];
 	struct strbuf msg;
@@ -788,6 +811,15 @@ static void host_drop(struct tun_host *h, const char *why)
 		stream_free(h->streams, END_HOST_RESET, true);
 	while (h->allocs != NULL)
 		alloc_free(t, h->allocs);
+	if (h->udp_id != 0) {
+		struct tun_host **u = htab_get(t->udp_ids, &h->udp_id);
+
+		if (u != NULL && *u == h)
+			htab_remove(t->udp_ids, u);
+	}
+	sodium_memzero(h->kx_sk, sizeof(h->kx_sk));
+	sodium_memzero(h->rx, sizeof(h->rx));
+	sodium_memzero(h->tx, sizeof(h->tx));
 	if (h->registered) {
 		struct tun_host **slot = htab_get(t->realms, h->realm_key);
 
@@ -851,6 +883,7 @@ static void host_welcome(struct tun_host *h)
 	struct tun_host **slot;
 	struct tunmsg x = {.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_BIN};
 	char ps[ADDR_STRLEN];
+	struct tun_host **u;
 
 	slot = htab_get(t->realms, h->realm_key);
 	if (slot != NULL) {
@@ -882,6 +915,24 @@ static void host_welcome(struct tun_host *h)
 	h->up_ms = h->last_rx_ms = h->last_ping_ms = ev_now(t->loop);
 	t->st.hosts_accepted++;
 	host_send_text(h, "{\"ok\":true,\"message\":\"welcome\"}");
+	/* The datagram path: a fresh X25519 pair and an id for this tunnel. */
+	if (t->udp_fd >= 0) {
+		do {
+			randombytes_buf(&h->udp_id, sizeof(h->udp_id));
+		} while (h->udp_id == 0 || htab_get(t->udp_ids, &h->udp_id) != NULL);
+		u = htab_insert(t->udp_ids, &h->udp_id, false, NULL);
+		if (u != NULL) {
+			*u = h;
+			crypto_kx_keypair(h->kx_pk, h->kx_sk);
+			x.x_features |= TUNMSG_X_UDP;
+			x.x_udp_port = addr_port(&t->bound);
+			x.x_udp_id = h->udp_id;
+			sodium_bin2base64(x.x_udp_key, sizeof(x.x_udp_key), h->kx_pk,
+					  sizeof(h->kx_pk), sodium_base64_VARIANT_ORIGINAL);
+		} else {
+			h->udp_id = 0;
+		}
+	}
 	host_send(h, &x);
 	log_info("tunnel-host-up realm=%s peer=%s", h->realm,
 		 addr_ip_str(&h->peer, ps, sizeof(ps)));
@@ -932,6 +983,145 @@ static void on_hello(struct tun_host *h, bool binary, const uint8_t *msg, size_t
 	h->lookup = relay_keys_lookup(h->t->keys, canon, on_key, h);
 }
 
+/* The host of the --server realm, when its tunnel is open. */
+static struct tun_host *server_host(const struct relay_tunnel *t)
+{
+	struct tun_host *const *slot;
+
+	if (!t->r->cfg.server_tunnel)
+		return NULL;
+	slot = htab_get(t->realms, t->server_realm);
+	return slot != NULL && (*slot)->state == H_OPEN ? *slot : NULL;
+}
+
+/* A datagram from the game server, for session sid (0: our probe). */
+static void dgram_in(struct relay_tunnel *t, uint32_t sid, const uint8_t *p, size_t n)
+{
+	if (sid == 0)
+		relay_heartbeat_probe_answer(t->r->hb, p, n);
+	else
+		relay_proxy_deliver(t->r->proxy, sid, p, n);
+}
+
+static bool udp_fresh(const struct tun_host *h, long long now)
+{
+	return h->udp && h->udp_rx_ms != 0 && now - h->udp_rx_ms < TUN_UDP_FRESH_MS;
+}
+
+static void udp_send(struct relay_tunnel *t, struct tun_host *h, enum tundgram_type type,
+		     uint32_t sid, const uint8_t *p, size_t n)
+{
+	struct tundgram_hdr hd = {
+		.type = type, .udp_id = h->udp_id, .sid = sid, .ctr = ++h->tx_ctr};
+	int len = tundgram_seal(t->dgram, sizeof(t->dgram), &hd, h->tx, p, n);
+
+	if (len < 0)
+		return;
+	if (sendto(t->udp_fd, t->dgram, (size_t)len, MSG_DONTWAIT,
+		   (const struct sockaddr *)&h->udp_peer.ss, h->udp_peer.len) >= 0)
+		t->st.udp_out++;
+}
+
+int relay_tunnel_dgram(struct relay_tunnel *t, uint32_t sid, const uint8_t *buf, size_t len)
+{
+	struct tun_host *h = t != NULL ? server_host(t) : NULL;
+	uint8_t hdr[TUNMSG_BIN_HDR];
+
+	if (h == NULL) {
+		if (t != NULL)
+			t->st.dgram_no_tunnel++;
+		return -ENOTCONN;
+	}
+	if (udp_fresh(h, ev_now(t->loop))) {
+		udp_send(t, h, TUNDGRAM_DATA, sid, buf, len);
+		return 0;
+	}
+	/* No UDP from the agent lately: the tunnel carries it (TCP: it may
+	 * lag behind a loss, but it arrives). */
+	if (len > TUNDGRAM_PAYLOAD || !host_room(h))
+		return -EMSGSIZE;
+	tunmsg_bin_header(hdr, TUNMSG_BIN_DGRAM, sid);
+	memcpy(t->plain, hdr, sizeof(hdr));
+	memcpy(t->plain + sizeof(hdr), buf, len);
+	ws_send(h->ws, true, t->plain, len + sizeof(hdr));
+	t->st.dgram_ws_out++;
+	return 0;
+}
+
+bool relay_tunnel_server_up(const struct relay_tunnel *t)
+{
+	return t != NULL && server_host(t) != NULL;
+}
+
+static void udp_pong(struct relay_tunnel *t, struct tun_host *h, const uint8_t *p, int m)
+{
+	uint64_t c = 0;
+
+	if (m != 8 || h->udp_ping_us == 0)
+		return;
+	for (int k = 0; k < 8; k++)
+		c = c << 8 | p[k];
+	if (c != h->udp_ping_ctr)
+		return;
+	h->udp_pongs++;
+	h->udp_rtt_us = (long long)ev_monotonic_us() - h->udp_ping_us;
+	h->udp_ping_us = 0;
+	(void)t;
+}
+
+static void on_udp(struct ev_io *io, uint32_t events, void *arg)
+{
+	struct relay_tunnel *t = arg;
+
+	(void)events;
+	for (int i = 0; i < 64; i++) {
+		struct addr from = {.len = sizeof(from.ss)};
+		ssize_t n = recvfrom(ev_io_fd(io), t->dgram, sizeof(t->dgram), MSG_DONTWAIT,
+				     (struct sockaddr *)&from.ss, &from.len);
+		struct tundgram_hdr hd;
+		struct tun_host **slot, *h;
+		int m;
+
+		if (n < 0)
+			return;
+		if (tundgram_peek(t->dgram, (size_t)n, &hd) < 0) {
+			t->st.udp_bad++;
+			continue;
+		}
+		slot = htab_get(t->udp_ids, &hd.udp_id);
+		if (slot == NULL || !(*slot)->udp) {
+			t->st.udp_unknown++;
+			continue;
+		}
+		h = *slot;
+		m = tundgram_open(t->dgram, (size_t)n, h->rx, &h->win, t->plain, sizeof(t->plain));
+		if (m < 0) {
+			if (m == -EALREADY)
+				t->st.udp_replay++;
+			else
+				t->st.udp_bad++;
+			continue;
+		}
+		/* Authentic: its source is where the agent is now (a NAT may
+		 * have moved it). */
+		t->st.udp_in++;
+		h->udp_peer = from;
+		h->udp_rx_ms = ev_now(t->loop);
+		if (hd.type == TUNDGRAM_DATA) {
+			if (h == server_host(t))
+				dgram_in(t, hd.sid, t->plain, (size_t)m);
+		} else if (hd.type == TUNDGRAM_PING) {
+			uint8_t c[8];
+
+			for (int k = 0; k < 8; k++)
+				c[k] = (uint8_t)(hd.ctr >> (56 - 8 * k));
+			udp_send(t, h, TUNDGRAM_PONG, 0, c, sizeof(c));
+		} else {
+			udp_pong(t, h, t->plain, m);
+		}
+	}
+}
+
 static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 {
 	struct relay_tunnel *t = h->t;
@@ -947,6 +1137,16 @@ static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 	}
 	if (tunmsg_bin_decode(msg, len, &type, &id, &p, &n) < 0) {
 		t->st.msgs_bad++;
+		return;
+	}
+	if (type == TUNMSG_BIN_DGRAM) {
+		/* A game datagram that could not take UDP. */
+		if (server_host(t) != h) {
+			t->st.msgs_bad++;
+			return;
+		}
+		t->st.dgram_ws_in++;
+		dgram_in(t, id, p, n);
 		return;
 	}
 	s = host_stream(h, id);
@@ -1039,6 +1239,23 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 			for (s = h->streams; s != NULL; s = s->next)
 				s->p.bin = true;
 		}
+		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_UDP) && h->udp_id != 0 &&
+		    !h->udp) {
+			uint8_t pk[crypto_kx_PUBLICKEYBYTES];
+			size_t n = 0;
+
+			if (sodium_base642bin(pk, sizeof(pk), m.x_udp_key, strlen(m.x_udp_key),
+					      NULL, &n, NULL,
+					      sodium_base64_VARIANT_ORIGINAL) != 0 ||
+			    n != sizeof(pk) ||
+			    crypto_kx_server_session_keys(h->rx, h->tx, h->kx_pk, h->kx_sk, pk) !=
+				    0) {
+				t->st.msgs_bad++;
+				return;
+			}
+			h->udp = true;
+			log_info("tunnel-udp-keyed realm=%s", h->realm);
+		}
 		return;
 	default:
 		t->st.msgs_unknown++;
@@ -1124,7 +1341,7 @@ static void on_upgraded(void *arg, int fd, const uint8_t *extra, size_t n, struc
 {
 	struct relay_tunnel *t = arg;
 	struct tun_host *h = calloc(1, sizeof(*h));
-	struct ws_cfg wc = {.max_msg = TUNMSG_JSON_MAX, .low_water = TUN_HOST_LOW};
+	struct ws_cfg wc = {.max_msg = TUNMSG_WS_MAX, .low_water = TUN_HOST_LOW};
 	uint8_t raw[32];
 	char buf[TUNMSG_ID_MAX + 32];
 	socklen_t sl;
@@ -1292,6 +1509,13 @@ static void on_reap(struct ev_timer *tm, void *arg)
 			if (a->done[0] && a->done[1] && a->st[0] == NULL && a->st[1] == NULL)
 				alloc_free(t, a);
 		}
+		if (udp_fresh(h, now) && now - h->udp_last_ping_ms >= TUN_UDP_PING_MS) {
+			h->udp_last_ping_ms = now;
+			h->udp_pings++;
+			h->udp_ping_ctr = h->tx_ctr + 1;
+			h->udp_ping_us = (long long)ev_monotonic_us();
+			udp_send(t, h, TUNDGRAM_PING, 0, NULL, 0);
+		}
 		if (now - h->last_ping_ms >= c->tunnel_ping_ms) {
 			struct tunmsg ping = {.cmd = TUNMSG_PING};
 
@@ -1324,6 +1548,7 @@ int relay_tunnel_new(struct relay *r)
 		return -ENOMEM;
 	t->r = r;
 	t->loop = r->loop;
+	t->udp_fd = -1;
 	r->tunnel = t;
 	ev_timer_init(&t->reaper);
 	strbuf_init(&t->msg, TUNMSG_JSON_MAX);
@@ -1350,6 +1575,28 @@ int relay_tunnel_new(struct relay *r)
 	t->httpd = httpd_new_take(r->loop, fd, &hc, on_http, t);
 	if (t->httpd == NULL)
 		return -errno;
+	if (c->server_tunnel) {
+		/* The datagram path listens on the tunnel's own address, UDP. */
+		struct addr ua = t->bound;
+
+		if (uuid_bytes(c->server_realm, t->server_realm) < 0)
+			return -EINVAL;
+		t->udp_ids = htab_new(c->tunnel_max_hosts + 1, sizeof(uint64_t),
+				      sizeof(struct tun_host *));
+		if (t->udp_ids == NULL)
+			return -ENOMEM;
+		fd = addr_udp_bind(&ua);
+		if (fd < 0) {
+			errno = -fd;
+			log_warn("tunnel-udp-bind-fail listen=%s", addr_str(&ua, la, sizeof(la)));
+			return fd;
+		}
+		t->udp_fd = fd;
+		addr_socket_buffers(fd, 4 << 20);
+		t->udp_io = ev_io_add(r->loop, fd, EPOLLIN, on_udp, t);
+		if (t->udp_io == NULL)
+			return -errno;
+	}
 	ev_timer_start(t->loop, &t->reaper, reap_period(c), on_reap, t);
 	return 0;
 }
@@ -1362,6 +1609,11 @@ void relay_tunnel_free(struct relay_tunnel *t)
 		host_drop(t->hosts, "shutdown");
 	ev_timer_stop(t->loop, &t->reaper);
 	httpd_free(t->httpd);
+	if (t->udp_io != NULL)
+		ev_io_del(t->udp_io, true);
+	else if (t->udp_fd >= 0)
+		close(t->udp_fd);
+	htab_free(t->udp_ids);
 	relay_keys_free(t->keys);
 	htab_free(t->realms);
 	htab_free(t->streams);
@@ -1475,5 +1727,39 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 	C("realmlist_rewritten_total", "REALM_LIST answers rewritten to the relay.", rw);
 	C("realmlist_malformed_total", "REALM_LIST answers forwarded untouched.", mal);
 	C("realmlist_desync_total", "Auth streams the framer gave up on.", des);
+	if (t->r->cfg.server_tunnel) {
+		const struct tun_host *h = server_host(t);
+		const char *path = h == NULL                       ? "down"
+				   : udp_fresh(h, ev_now(t->loop)) ? "udp"
+								   : "tunnel";
+
+		strbuf_printf(out,
+			      "# HELP rally_relay_tunnel_server_path How game datagrams reach the "
+			      "--server realm's agent (1 for the path in use).\n"
+			      "# TYPE rally_relay_tunnel_server_path gauge\n");
+		strbuf_printf(out, "rally_relay_tunnel_server_path{path=\"udp\"} %d\n",
+			      strcmp(path, "udp") == 0);
+		strbuf_printf(out, "rally_relay_tunnel_server_path{path=\"tunnel\"} %d\n",
+			      strcmp(path, "tunnel") == 0);
+		strbuf_printf(out, "rally_relay_tunnel_server_path{path=\"down\"} %d\n",
+			      strcmp(path, "down") == 0);
+		G("udp_rtt_us", "Last UDP ping round trip to the --server realm's agent.",
+		  h != NULL && h->udp_rtt_us > 0 ? (unsigned long long)h->udp_rtt_us : 0);
+		G("udp_pings", "UDP pings sent to the --server realm's agent (this tunnel).",
+		  h != NULL ? h->udp_pings : 0);
+		G("udp_pongs", "Of those, answered (loss = 1 - pongs / pings).",
+		  h != NULL ? h->udp_pongs : 0);
+		C("udp_in_total", "Authentic datagrams from agents.", s->udp_in);
+		C("udp_out_total", "Datagrams sent to agents.", s->udp_out);
+		C("udp_bad_total", "Datagrams refused: forged, altered or malformed.", s->udp_bad);
+		C("udp_replay_total", "Datagrams refused as replays.", s->udp_replay);
+		C("udp_unknown_total", "Datagrams for no tunnel we know.", s->udp_unknown);
+		C("dgram_tunnel_in_total", "Game datagrams that came in the tunnel (no UDP).",
+		  s->dgram_ws_in);
+		C("dgram_tunnel_out_total", "Game datagrams sent in the tunnel (no UDP).",
+		  s->dgram_ws_out);
+		C("dgram_no_tunnel_total", "Game datagrams dropped: the realm's tunnel was down.",
+		  s->dgram_no_tunnel);
+	}
 	relay_keys_metrics(t->keys, out);
 }

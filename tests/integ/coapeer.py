@@ -193,7 +193,9 @@ class TunnelRelay(Proc):
                 "--tunnel-relay-host", self.relay_host, "--tunnel-bind", self.pool_ip,
                 "--tunnel-ports", "%d-%d" % (self.pool_lo, self.pool_hi),
                 "--control", "127.0.0.1:0", "--token-file", self.token_file,
-                "--state-dir", self.state_dir, "--no-heartbeat", "--log", "plain"]
+                "--state-dir", self.state_dir, "--log", "plain"]
+        if "--master" not in args:
+            argv.append("--no-heartbeat")
         if debug:
             argv.append("--debug")
         argv += list(args)
@@ -203,9 +205,11 @@ class TunnelRelay(Proc):
             self.ready()
 
     def ready(self, timeout=10):
-        m = self.wait_line(r"^(?:<\d>)?ready tunnel=(\S+)(?: control=(\S+))?", timeout)
-        self.tunnel = parse_addr(m.group(1))
-        self.control = parse_addr(m.group(2)) if m.group(2) else None
+        m = self.wait_line(r"^(?:<\d>)?ready (?:listen=(\S+) )?tunnel=(\S+)(?: control=(\S+))?",
+                           timeout)
+        self.front = parse_addr(m.group(1)) if m.group(1) else None
+        self.tunnel = parse_addr(m.group(2))
+        self.control = parse_addr(m.group(3)) if m.group(3) else None
         return self
 
     def pool_ports(self):

@@ -1,0 +1,63 @@
+/*
+ * Game datagrams beside the tunnel: the UDP path between the relay and its
+ * agent, keyed on the signed tunnel.
+ *
+ * Both ends exchange X25519 public keys in the x_rally messages (over the
+ * WebSocket the agent's Ed25519 signature opened) and derive one key per
+ * direction (libsodium crypto_kx). Each datagram is
+ *     [type u8][udp_id u64][sid u32][ctr u64]  ChaCha20-Poly1305(payload)
+ * with the 21-byte header as additional data and ctr, which never repeats
+ * in a direction, as the nonce: forged, altered and replayed datagrams are
+ * refused before anything looks at their payload. udp_id names the host's
+ * tunnel (the relay chose it), sid the player's session (0: the relay's own
+ * heartbeat probe).
+ */
+#ifndef RELAY_TUNDGRAM_H
+#define RELAY_TUNDGRAM_H
+
+#include <sodium.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TUNDGRAM_HDR     (21)
+#define TUNDGRAM_TAG     (crypto_aead_chacha20poly1305_ietf_ABYTES)
+#define TUNDGRAM_OVER    (TUNDGRAM_HDR + TUNDGRAM_TAG)
+#define TUNDGRAM_KEY     (crypto_kx_SESSIONKEYBYTES)
+#define TUNDGRAM_PAYLOAD (65535 - 8 - 20 - TUNDGRAM_OVER) /* what fits one IPv4 UDP datagram */
+
+enum tundgram_type {
+	TUNDGRAM_DATA = 1, /* a game datagram of session sid */
+	TUNDGRAM_PING = 2, /* keepalive (keeps the agent's NAT mapping), payload empty */
+	TUNDGRAM_PONG = 3, /* answer: the ping's ctr in 8 payload bytes */
+};
+
+struct tundgram_hdr {
+	enum tundgram_type type;
+	uint64_t udp_id;
+	uint32_t sid;
+	uint64_t ctr;
+};
+
+/* The receive side's replay window: the highest counter seen and the 64
+ * below it. */
+struct tundgram_window {
+	uint64_t top;
+	uint64_t bits;
+};
+
+/* Seals payload into out (size >= n + TUNDGRAM_OVER): its length, or
+ * -EMSGSIZE. */
+int tundgram_seal(uint8_t *out, size_t size, const struct tundgram_hdr *h,
+		  const uint8_t key[static TUNDGRAM_KEY], const uint8_t *payload, size_t n);
+/* Reads the header only (to find the key): 0 or -EBADMSG (short, unknown
+ * type). */
+int tundgram_peek(const uint8_t *in, size_t n, struct tundgram_hdr *h);
+/* Opens a datagram whose header peeked fine into out (size >= n): the
+ * payload length, -EBADMSG (forged or altered), or -EALREADY (replayed or
+ * older than the window); the window moves only for a datagram that
+ * opened. */
+int tundgram_open(const uint8_t *in, size_t n, const uint8_t key[static TUNDGRAM_KEY],
+		  struct tundgram_window *w, uint8_t *out, size_t size);
+
+#endif
