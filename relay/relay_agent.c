@@ -63,6 +63,10 @@
 #define AG_UDP_FRESH_MS  (15000) /* UDP counts as working this long after a pong */
 #define AG_MAX_USESS     (4096)
 #define AG_USESS_IDLE_MS (130000) /* the relay forgets a session after 120 s */
+/* Datagrams to the relay leave in batches (sendmmsg before the loop
+ * sleeps) and come in with recvmmsg, as on the relay. */
+#define AG_BATCH (64)
+#define AG_SLOT  ((size_t)16 * 1024 + TUNDGRAM_OVER)
 
 static const char usage[] =
 	"NAME\n"
@@ -176,6 +180,10 @@ struct agent {
 	uint64_t udp_in, udp_out, udp_bad, dgram_in, dgram_ws_in, dgram_ws_out, usess_opened;
 	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
 	uint8_t plain[TUNDGRAM_PAYLOAD + TUNMSG_BIN_HDR + 64];
+	uint8_t *obufs, *ibufs;
+	struct mmsghdr omsgs[AG_BATCH], imsgs[AG_BATCH];
+	struct iovec oiov[AG_BATCH], iiov[AG_BATCH];
+	unsigned nout;
 };
 
 /* ---- sending ---- */
@@ -465,15 +473,59 @@ static bool udp_ok(const struct agent *ag)
 	       ev_now(ag->loop) - ag->udp_pong_ms < AG_UDP_FRESH_MS;
 }
 
+static void udp_flush(struct agent *ag)
+{
+	unsigned done = 0;
+
+	while (done < ag->nout && ag->udp_fd >= 0) {
+		int r = sendmmsg(ag->udp_fd, ag->omsgs + done, ag->nout - done, MSG_DONTWAIT);
+
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			break; /* a full buffer, or ECONNREFUSED: lost, as UDP may */
+		}
+		ag->udp_out += (uint64_t)r;
+		done += (unsigned)r;
+	}
+	ag->nout = 0;
+}
+
+static void udp_before_sleep(void *arg)
+{
+	struct agent *ag = arg;
+
+	if (ag->nout > 0)
+		udp_flush(ag);
+}
+
 static void udp_send(struct agent *ag, enum tundgram_type type, uint32_t sid, const uint8_t *p,
 		     size_t n)
 {
 	struct tundgram_hdr h = {
 		.type = type, .udp_id = ag->udp_id, .sid = sid, .ctr = ++ag->udp_tx_ctr};
-	int len = tundgram_seal(ag->dgram, sizeof(ag->dgram), &h, ag->udp_tx, p, n);
+	unsigned k = ag->nout;
+	int len;
 
-	if (len > 0 && send(ag->udp_fd, ag->dgram, (size_t)len, MSG_DONTWAIT) >= 0)
-		ag->udp_out++;
+	if (ag->udp_fd < 0)
+		return;
+	if (n + TUNDGRAM_OVER > AG_SLOT) {
+		len = tundgram_seal(ag->dgram, sizeof(ag->dgram), &h, ag->udp_tx, p, n);
+		if (len > 0 && send(ag->udp_fd, ag->dgram, (size_t)len, MSG_DONTWAIT) >= 0)
+			ag->udp_out++;
+		return;
+	}
+	len = tundgram_seal(ag->obufs + (size_t)k * AG_SLOT, AG_SLOT, &h, ag->udp_tx, p, n);
+	if (len < 0)
+		return;
+	ag->oiov[k].iov_base = ag->obufs + (size_t)k * AG_SLOT;
+	ag->oiov[k].iov_len = (size_t)len;
+	ag->omsgs[k].msg_hdr.msg_iov = &ag->oiov[k];
+	ag->omsgs[k].msg_hdr.msg_iovlen = 1;
+	ag->omsgs[k].msg_hdr.msg_name = NULL;
+	ag->omsgs[k].msg_hdr.msg_namelen = 0;
+	if (++ag->nout == AG_BATCH)
+		udp_flush(ag);
 }
 
 /* A datagram from the game server for the relay: UDP when it gets
@@ -597,6 +649,7 @@ static void udp_close(struct agent *ag)
 		close(ag->udp_fd);
 	ag->udp_io = NULL;
 	ag->udp_fd = -1;
+	ag->nout = 0;
 	ag->udp_on = false;
 	ag->udp_pong_ms = 0;
 	sodium_memzero(ag->udp_rx, sizeof(ag->udp_rx));
@@ -606,21 +659,28 @@ static void udp_close(struct agent *ag)
 static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 {
 	struct agent *ag = arg;
+	int got;
 
 	(void)events;
-	for (int i = 0; i < 64; i++) {
-		ssize_t n = recv(ev_io_fd(io), ag->dgram, sizeof(ag->dgram), MSG_DONTWAIT);
+	for (unsigned i = 0; i < AG_BATCH; i++) {
+		ag->iiov[i].iov_base = ag->ibufs + (size_t)i * AG_SLOT;
+		ag->iiov[i].iov_len = AG_SLOT;
+		ag->imsgs[i].msg_hdr.msg_iov = &ag->iiov[i];
+		ag->imsgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	got = recvmmsg(ev_io_fd(io), ag->imsgs, AG_BATCH, MSG_DONTWAIT, NULL);
+	for (int i = 0; i < got && ag->udp_fd >= 0; i++) {
+		size_t n = ag->imsgs[i].msg_len;
+		const uint8_t *d = ag->ibufs + (size_t)i * AG_SLOT;
 		struct tundgram_hdr h;
 		int m;
 
-		if (n < 0)
-			return;
-		if (tundgram_peek(ag->dgram, (size_t)n, &h) < 0 || h.udp_id != ag->udp_id) {
+		if ((ag->imsgs[i].msg_hdr.msg_flags & MSG_TRUNC) || tundgram_peek(d, n, &h) < 0 ||
+		    h.udp_id != ag->udp_id) {
 			ag->udp_bad++;
 			continue;
 		}
-		m = tundgram_open(ag->dgram, (size_t)n, ag->udp_rx, &ag->udp_win, ag->plain,
-				  sizeof(ag->plain));
+		m = tundgram_open(d, n, ag->udp_rx, &ag->udp_win, ag->plain, sizeof(ag->plain));
 		if (m < 0) {
 			ag->udp_bad++;
 			continue;
@@ -680,6 +740,7 @@ static bool udp_setup(struct agent *ag, const struct tunmsg *offer, struct tunms
 	if (fd < 0)
 		return true;
 	ag->udp_fd = fd;
+	addr_socket_buffers(fd, 4 << 20);
 	ag->udp_io = ev_io_add(ag->loop, fd, EPOLLIN, on_udp, ag);
 	if (ag->udp_io == NULL) {
 		close(fd);
@@ -1312,7 +1373,10 @@ int relay_agent_main(int argc, char **argv)
 	ag.tokens = calloc(AG_MAX_TOKENS, sizeof(*ag.tokens));
 	ag.udp_fd = -1;
 	ag.usess = htab_new(AG_MAX_USESS, sizeof(uint32_t), sizeof(struct usess *));
-	if (ag.streams == NULL || ag.tokens == NULL || ag.usess == NULL) {
+	ag.obufs = malloc(AG_BATCH * AG_SLOT);
+	ag.ibufs = malloc(AG_BATCH * AG_SLOT);
+	if (ag.streams == NULL || ag.tokens == NULL || ag.usess == NULL || ag.obufs == NULL ||
+	    ag.ibufs == NULL || ev_before_sleep_add(ag.loop, udp_before_sleep, &ag) < 0) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -1359,6 +1423,9 @@ out:
 	if (ag.usess != NULL)
 		udp_close(&ag);
 	htab_free(ag.usess);
+	ev_before_sleep_del(ag.loop, udp_before_sleep, &ag);
+	free(ag.obufs);
+	free(ag.ibufs);
 	pend_fail_all(&ag, "agent stopping");
 	ws_free(ag.ws);
 	ev_timer_stop(ag.loop, &ag.retry);

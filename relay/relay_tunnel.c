@@ -62,6 +62,10 @@
 #define TUN_PENDING_HOSTS   (64)    /* handshakes at once beyond max_hosts */
 #define TUN_UDP_FRESH_MS    (30000) /* the agent's UDP address counts this long */
 #define TUN_UDP_PING_MS     (5000)
+/* Datagrams to and from agents go in batches (sendmmsg before the loop
+ * sleeps, recvmmsg): a game datagram costs a fraction of a syscall. */
+#define TUN_BATCH (64)
+#define TUN_SLOT  ((size_t)16 * 1024 + TUNDGRAM_OVER)
 
 struct tun_host;
 struct tun_alloc;
@@ -180,6 +184,12 @@ struct relay_tunnel {
 	uint8_t server_realm[16];
 	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
 	uint8_t plain[TUNDGRAM_PAYLOAD + 64];
+	uint8_t *obufs, *ibufs; /* TUN_BATCH slots of TUN_SLOT bytes each */
+	struct mmsghdr omsgs[TUN_BATCH], imsgs[TUN_BATCH];
+	struct iovec oiov[TUN_BATCH], iiov[TUN_BATCH];
+	struct addr oaddr[TUN_BATCH], iaddr[TUN_BATCH];
+	unsigned nout;
+	bool hooked;
 	struct tun_stats st;
 	uint8_t chunk[TUNMSG_CHUNK_MAX * 4];
 	struct strbuf msg;
@@ -1008,18 +1018,63 @@ static bool udp_fresh(const struct tun_host *h, long long now)
 	return h->udp && h->udp_rx_ms != 0 && now - h->udp_rx_ms < TUN_UDP_FRESH_MS;
 }
 
+static void udp_flush(struct relay_tunnel *t)
+{
+	unsigned done = 0;
+
+	while (done < t->nout) {
+		int r = sendmmsg(t->udp_fd, t->omsgs + done, t->nout - done, MSG_DONTWAIT);
+
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			/* a full socket buffer: the rest is lost, as UDP may */
+			break;
+		}
+		t->st.udp_out += (uint64_t)r;
+		done += (unsigned)r;
+	}
+	t->nout = 0;
+}
+
+static void udp_before_sleep(void *arg)
+{
+	struct relay_tunnel *t = arg;
+
+	if (t->nout > 0)
+		udp_flush(t);
+}
+
 static void udp_send(struct relay_tunnel *t, struct tun_host *h, enum tundgram_type type,
 		     uint32_t sid, const uint8_t *p, size_t n)
 {
 	struct tundgram_hdr hd = {
 		.type = type, .udp_id = h->udp_id, .sid = sid, .ctr = ++h->tx_ctr};
-	int len = tundgram_seal(t->dgram, sizeof(t->dgram), &hd, h->tx, p, n);
+	unsigned k;
+	int len;
 
+	if (n + TUNDGRAM_OVER > TUN_SLOT) {
+		/* Bigger than a slot (rare: game datagrams are ~1.4 KB): alone. */
+		len = tundgram_seal(t->dgram, sizeof(t->dgram), &hd, h->tx, p, n);
+		if (len > 0 &&
+		    sendto(t->udp_fd, t->dgram, (size_t)len, MSG_DONTWAIT,
+			   (const struct sockaddr *)&h->udp_peer.ss, h->udp_peer.len) >= 0)
+			t->st.udp_out++;
+		return;
+	}
+	k = t->nout;
+	len = tundgram_seal(t->obufs + (size_t)k * TUN_SLOT, TUN_SLOT, &hd, h->tx, p, n);
 	if (len < 0)
 		return;
-	if (sendto(t->udp_fd, t->dgram, (size_t)len, MSG_DONTWAIT,
-		   (const struct sockaddr *)&h->udp_peer.ss, h->udp_peer.len) >= 0)
-		t->st.udp_out++;
+	t->oaddr[k] = h->udp_peer;
+	t->oiov[k].iov_base = t->obufs + (size_t)k * TUN_SLOT;
+	t->oiov[k].iov_len = (size_t)len;
+	t->omsgs[k].msg_hdr.msg_iov = &t->oiov[k];
+	t->omsgs[k].msg_hdr.msg_iovlen = 1;
+	t->omsgs[k].msg_hdr.msg_name = &t->oaddr[k].ss;
+	t->omsgs[k].msg_hdr.msg_namelen = t->oaddr[k].len;
+	if (++t->nout == TUN_BATCH)
+		udp_flush(t);
 }
 
 int relay_tunnel_dgram(struct relay_tunnel *t, uint32_t sid, const uint8_t *buf, size_t len)
@@ -1073,18 +1128,29 @@ static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 {
 	struct relay_tunnel *t = arg;
 
+	int got;
+
 	(void)events;
-	for (int i = 0; i < 64; i++) {
-		struct addr from = {.len = sizeof(from.ss)};
-		ssize_t n = recvfrom(ev_io_fd(io), t->dgram, sizeof(t->dgram), MSG_DONTWAIT,
-				     (struct sockaddr *)&from.ss, &from.len);
+	for (unsigned i = 0; i < TUN_BATCH; i++) {
+		t->iiov[i].iov_base = t->ibufs + (size_t)i * TUN_SLOT;
+		t->iiov[i].iov_len = TUN_SLOT;
+		t->imsgs[i].msg_hdr.msg_iov = &t->iiov[i];
+		t->imsgs[i].msg_hdr.msg_iovlen = 1;
+		t->imsgs[i].msg_hdr.msg_name = &t->iaddr[i].ss;
+		t->imsgs[i].msg_hdr.msg_namelen = sizeof(t->iaddr[i].ss);
+	}
+	got = recvmmsg(ev_io_fd(io), t->imsgs, TUN_BATCH, MSG_DONTWAIT, NULL);
+	for (int i = 0; i < got; i++) {
+		struct addr from;
+		size_t n = t->imsgs[i].msg_len;
+		const uint8_t *d = t->ibufs + (size_t)i * TUN_SLOT;
 		struct tundgram_hdr hd;
 		struct tun_host **slot, *h;
 		int m;
 
-		if (n < 0)
-			return;
-		if (tundgram_peek(t->dgram, (size_t)n, &hd) < 0) {
+		from.ss = t->iaddr[i].ss;
+		from.len = t->imsgs[i].msg_hdr.msg_namelen;
+		if ((t->imsgs[i].msg_hdr.msg_flags & MSG_TRUNC) || tundgram_peek(d, n, &hd) < 0) {
 			t->st.udp_bad++;
 			continue;
 		}
@@ -1094,7 +1160,7 @@ static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 			continue;
 		}
 		h = *slot;
-		m = tundgram_open(t->dgram, (size_t)n, h->rx, &h->win, t->plain, sizeof(t->plain));
+		m = tundgram_open(d, n, h->rx, &h->win, t->plain, sizeof(t->plain));
 		if (m < 0) {
 			if (m == -EALREADY)
 				t->st.udp_replay++;
@@ -1593,9 +1659,16 @@ int relay_tunnel_new(struct relay *r)
 		}
 		t->udp_fd = fd;
 		addr_socket_buffers(fd, 4 << 20);
+		t->obufs = malloc(TUN_BATCH * TUN_SLOT);
+		t->ibufs = malloc(TUN_BATCH * TUN_SLOT);
+		if (t->obufs == NULL || t->ibufs == NULL)
+			return -ENOMEM;
 		t->udp_io = ev_io_add(r->loop, fd, EPOLLIN, on_udp, t);
 		if (t->udp_io == NULL)
 			return -errno;
+		if (ev_before_sleep_add(r->loop, udp_before_sleep, t) < 0)
+			return -ENOSPC;
+		t->hooked = true;
 	}
 	ev_timer_start(t->loop, &t->reaper, reap_period(c), on_reap, t);
 	return 0;
@@ -1613,7 +1686,11 @@ void relay_tunnel_free(struct relay_tunnel *t)
 		ev_io_del(t->udp_io, true);
 	else if (t->udp_fd >= 0)
 		close(t->udp_fd);
+	if (t->hooked)
+		ev_before_sleep_del(t->loop, udp_before_sleep, t);
 	htab_free(t->udp_ids);
+	free(t->obufs);
+	free(t->ibufs);
 	relay_keys_free(t->keys);
 	htab_free(t->realms);
 	htab_free(t->streams);
