@@ -475,19 +475,8 @@ static bool udp_ok(const struct agent *ag)
 
 static void udp_flush(struct agent *ag)
 {
-	unsigned done = 0;
-
-	while (done < ag->nout && ag->udp_fd >= 0) {
-		int r = sendmmsg(ag->udp_fd, ag->omsgs + done, ag->nout - done, MSG_DONTWAIT);
-
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			break; /* a full buffer, or ECONNREFUSED: lost, as UDP may */
-		}
-		ag->udp_out += (uint64_t)r;
-		done += (unsigned)r;
-	}
+	if (ag->udp_fd >= 0)
+		ag->udp_out += tundgram_send_batch(ag->udp_fd, ag->omsgs, ag->nout);
 	ag->nout = 0;
 }
 

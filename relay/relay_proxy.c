@@ -158,6 +158,23 @@ static void log_oob(const struct session *s, const char *dir, const uint8_t *buf
 		  len);
 }
 
+/* The answer in slot p->nout (len bytes) goes to s's client with the
+ * batch. */
+static void out_take(struct relay_proxy *p, struct session *s, size_t len)
+{
+	unsigned k = p->nout;
+
+	s->pkts_out++;
+	s->bytes_out += len;
+	if (log_enabled(LOG_LEVEL_DEBUG))
+		log_oob(s, "to-client", p->out_bufs + (size_t)k * BUF_SIZE, len);
+	p->out_addr[k] = s->client;
+	p->out_iov[k].iov_len = len;
+	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
+	p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
+	p->nout++;
+}
+
 static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 {
 	struct session *s = arg;
@@ -216,15 +233,7 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 			}
 			if (k != i)
 				memmove(p->out_bufs + (size_t)k * BUF_SIZE, data, len);
-			s->pkts_out++;
-			s->bytes_out += len;
-			if (log_enabled(LOG_LEVEL_DEBUG))
-				log_oob(s, "to-client", p->out_bufs + (size_t)k * BUF_SIZE, len);
-			p->out_addr[k] = s->client;
-			p->out_iov[k].iov_len = len;
-			p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
-			p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
-			p->nout++;
+			out_take(p, s, len);
 		}
 		session_touch(p, s, ev_now(p->r->loop));
 	}
@@ -245,15 +254,7 @@ void relay_proxy_deliver(struct relay_proxy *p, uint32_t sid, const uint8_t *buf
 		flush_out(p);
 	k = p->nout;
 	memcpy(p->out_bufs + (size_t)k * BUF_SIZE, buf, len);
-	s->pkts_out++;
-	s->bytes_out += len;
-	if (log_enabled(LOG_LEVEL_DEBUG))
-		log_oob(s, "to-client", p->out_bufs + (size_t)k * BUF_SIZE, len);
-	p->out_addr[k] = s->client;
-	p->out_iov[k].iov_len = len;
-	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
-	p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
-	p->nout++;
+	out_take(p, s, len);
 	session_touch(p, s, ev_now(p->r->loop));
 }
 

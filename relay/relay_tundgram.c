@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static void put64(uint8_t *p, uint64_t v)
 {
@@ -101,4 +102,21 @@ int tundgram_open(const uint8_t *in, size_t n, const uint8_t key[static TUNDGRAM
 		return -EBADMSG;
 	window_mark(w, h.ctr);
 	return (int)mlen;
+}
+
+unsigned tundgram_send_batch(int fd, struct mmsghdr *msgs, unsigned n)
+{
+	unsigned done = 0;
+
+	while (done < n) {
+		int r = sendmmsg(fd, msgs + done, n - done, MSG_DONTWAIT);
+
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			break; /* a full buffer, ECONNREFUSED... */
+		}
+		done += (unsigned)r;
+	}
+	return done;
 }

@@ -60,4 +60,9 @@ int tundgram_peek(const uint8_t *in, size_t n, struct tundgram_hdr *h);
 int tundgram_open(const uint8_t *in, size_t n, const uint8_t key[static TUNDGRAM_KEY],
 		  struct tundgram_window *w, uint8_t *out, size_t size);
 
+/* Sends n prepared datagrams with sendmmsg until done or the socket is
+ * full (the rest is lost, as UDP may): how many went. */
+struct mmsghdr;
+unsigned tundgram_send_batch(int fd, struct mmsghdr *msgs, unsigned n);
+
 #endif

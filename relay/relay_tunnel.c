@@ -1020,20 +1020,7 @@ static bool udp_fresh(const struct tun_host *h, long long now)
 
 static void udp_flush(struct relay_tunnel *t)
 {
-	unsigned done = 0;
-
-	while (done < t->nout) {
-		int r = sendmmsg(t->udp_fd, t->omsgs + done, t->nout - done, MSG_DONTWAIT);
-
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			/* a full socket buffer: the rest is lost, as UDP may */
-			break;
-		}
-		t->st.udp_out += (uint64_t)r;
-		done += (unsigned)r;
-	}
+	t->st.udp_out += tundgram_send_batch(t->udp_fd, t->omsgs, t->nout);
 	t->nout = 0;
 }
 

@@ -30,7 +30,6 @@ import random
 import re
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -58,6 +57,45 @@ def skip_unless_ready(name):
     if nacl is None:
         print("SKIP %s: python3-nacl is not installed" % name)
         sys.exit(77)
+
+
+# ---- rally-relay agent (our own home side) ----
+
+class AgentProc(Proc):
+    """`rally-relay agent` for realm, dialing url, its key file written
+    from the realm's seed, its control API on 127.0.0.1:0 with TOKEN.
+    args: the targets (--auth/--world/--server) and any other flag."""
+
+    def __init__(self, env, url, realm, args=(), name="agent", wait_up=True):
+        self.key_file = os.path.join(env.dir, "%s.key" % name)
+        with open(self.key_file, "w") as f:
+            f.write(bytes(realm.key).hex() + "\n")  # the 32-byte seed
+        self.token_file = os.path.join(env.dir, "%s-token" % name)
+        with open(self.token_file, "w") as f:
+            f.write(TOKEN + "\n")
+        argv = [RELAY_BIN, "agent", "--relay", url, "--realm-id", realm.id, "--key",
+                self.key_file, "--control", "127.0.0.1:0", "--token-file", self.token_file,
+                "--log", "plain"] + list(args)
+        super().__init__(env, name, argv)
+        m = self.wait_line(r"^(?:<\d>)?ready control=(\S+)$", 10)
+        self.control = parse_addr(m.group(1))
+        if wait_up:
+            self.wait_line(r"tunnel-up", 10)
+
+    def api(self, method, path, body=None):
+        return http(method, "http://%s:%d%s" % (self.control + (path,)), body=body, token=TOKEN,
+                    timeout=15)
+
+    def allocate(self, player, ip="127.0.0.1"):
+        st, body, _ = self.api("POST", "/allocate", {"player_id": player,
+                                                      "expected_client_ip": ip})
+        check(st == 200, "POST /allocate -> %s %r" % (st, body))
+        return body
+
+    def status(self):
+        st, body, _ = self.api("GET", "/status")
+        check(st == 200, "GET /status -> %s" % st)
+        return body
 
 
 # ---- realms and keys ----

@@ -13,46 +13,19 @@ reads again. The relay restarted: the agent reconnects by itself and
 allocations work again; the agent killed: the relay reclaims everything at
 once."""
 
-import os
 import socket
-import threading
 import time
 
-from coapeer import (Realm, TcpServer, TunnelRelay, auth_client_session, blast, connect_client,
+from coapeer import (AgentProc, Realm, TcpServer, TunnelRelay, auth_client_session, blast, connect_client,
                      duplex, echo_handler, fake_authserver, realm, realm_list, rewritten, sink,
-                     skip_unless_ready, write_keys)
-from harness import RELAY_BIN, TOKEN, Proc, check, http, parse_addr, run, wait_for
+                     skip_unless_ready)
+from harness import check, run, wait_for
 
 
-class Agent(Proc):
-    def __init__(self, env, relay_url, realm_obj, auth, world, args=(), name="agent"):
-        self.key_file = os.path.join(env.dir, "%s.key" % name)
-        with open(self.key_file, "w") as f:
-            f.write(bytes(realm_obj.key).hex() + "\n")  # the 32-byte seed
-        self.token_file = os.path.join(env.dir, "%s-token" % name)
-        with open(self.token_file, "w") as f:
-            f.write(TOKEN + "\n")
-        argv = [RELAY_BIN, "agent", "--relay", relay_url, "--realm-id", realm_obj.id,
-                "--key", self.key_file, "--auth", "%s:%d" % auth, "--world", "%s:%d" % world,
-                "--control", "127.0.0.1:0", "--token-file", self.token_file, "--log", "plain"]
-        super().__init__(env, name, argv + list(args))
-        m = self.wait_line(r"^(?:<\d>)?ready control=(\S+)$", 10)
-        self.control = parse_addr(m.group(1))
-
-    def api(self, method, path, body=None):
-        return http(method, "http://%s:%d%s" % (self.control + (path,)), body=body, token=TOKEN,
-                    timeout=15)
-
-    def allocate(self, player, ip="127.0.0.1"):
-        st, body, _ = self.api("POST", "/allocate", {"player_id": player,
-                                                      "expected_client_ip": ip})
-        check(st == 200, "POST /allocate -> %s %r" % (st, body))
-        return body
-
-    def status(self):
-        st, body, _ = self.api("GET", "/status")
-        check(st == 200, "GET /status -> %s" % st)
-        return body
+def Agent(env, relay_url, realm_obj, auth, world, args=(), name="agent"):
+    return AgentProc(env, relay_url, realm_obj,
+                     ["--auth", "%s:%d" % auth, "--world", "%s:%d" % world] + list(args), name,
+                     wait_up=False)
 
 
 PLAYER1 = "11111111-2222-4333-8444-555555555555"

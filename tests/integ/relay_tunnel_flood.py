@@ -13,7 +13,7 @@ import socket
 
 from coapeer import (HostPeer, Realm, TcpServer, TunnelRelay, WsConn, connect_client, duplex,
                      echo_handler, skip_unless_ready)
-from harness import check, run, wait_for
+from harness import check, run
 
 
 def scenario(env):

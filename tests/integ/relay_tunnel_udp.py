@@ -12,29 +12,15 @@ nothing else disturbed. With --no-udp (UDP blocked) the same datagrams ride
 the tunnel itself. Killing the agent flatlines the server at the master."""
 
 import os
-import socket
-import time
 
-from coapeer import Realm, TunnelRelay, skip_unless_ready
-from harness import (OOB, RELAY_BIN, TOKEN, Master, OAServer, Proc, check, http, parse_addr,
+from coapeer import AgentProc, Realm, TunnelRelay, skip_unless_ready
+from harness import (OOB, TOKEN, Master, OAServer, check, http, parse_addr,
                      q3_getservers, query, quakestat, run, wait_for)
 
 
 def agent(env, relay, realm, server, extra=(), name="agent"):
-    key_file = os.path.join(env.dir, name + ".key")
-    with open(key_file, "w") as f:
-        f.write(bytes(realm.key).hex() + "\n")
-    tok = os.path.join(env.dir, name + ".token")
-    with open(tok, "w") as f:
-        f.write(TOKEN + "\n")
-    a = Proc(env, name, [RELAY_BIN, "agent", "--relay",
-                         "ws://%s:%d/relay/v1/host" % relay.tunnel, "--realm-id", realm.id,
-                         "--key", key_file, "--server", "%s:%d" % server, "--control",
-                         "127.0.0.1:0", "--token-file", tok, "--log", "plain", "--debug"] +
-             list(extra))
-    a.control = parse_addr(a.wait_line(r"^(?:<\d>)?ready control=(\S+)$", 10).group(1))
-    a.wait_line(r"tunnel-up", 10)
-    return a
+    return AgentProc(env, "ws://%s:%d/relay/v1/host" % relay.tunnel, realm,
+                     ["--server", "%s:%d" % server, "--debug"] + list(extra), name)
 
 
 def ask(sock, front, cmd):
@@ -47,9 +33,7 @@ def ask(sock, front, cmd):
 
 
 def status(a):
-    st, body, _ = http("GET", "http://%s:%d/status" % a.control, token=TOKEN)
-    check(st == 200, "agent status %s" % st)
-    return body
+    return a.status()
 
 
 def scenario(env):

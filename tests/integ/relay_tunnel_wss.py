@@ -15,9 +15,9 @@ import ssl
 import subprocess
 import threading
 
-from coapeer import (Realm, TcpServer, TunnelRelay, connect_client, duplex, echo_handler,
+from coapeer import (AgentProc, Realm, TcpServer, TunnelRelay, connect_client, duplex, echo_handler,
                      skip_unless_ready)
-from harness import RELAY_BIN, TOKEN, Proc, check, http, parse_addr, run, wait_for
+from harness import TOKEN, check, http, run, wait_for
 
 
 def make_cert(d, name, san):
@@ -83,17 +83,7 @@ class TlsProxy:
 
 
 def agent(env, url, realm, world, extra, name):
-    key_file = os.path.join(env.dir, name + ".key")
-    with open(key_file, "w") as f:
-        f.write(bytes(realm.key).hex() + "\n")
-    tok = os.path.join(env.dir, name + ".token")
-    with open(tok, "w") as f:
-        f.write(TOKEN + "\n")
-    a = Proc(env, name, [RELAY_BIN, "agent", "--relay", url, "--realm-id", realm.id, "--key",
-                         key_file, "--world", "%s:%d" % world, "--control", "127.0.0.1:0",
-                         "--token-file", tok, "--log", "plain"] + extra)
-    a.control = parse_addr(a.wait_line(r"^(?:<\d>)?ready control=(\S+)$", 10).group(1))
-    return a
+    return AgentProc(env, url, realm, ["--world", "%s:%d" % world] + extra, name, wait_up=False)
 
 
 def scenario(env):
