@@ -20,6 +20,7 @@
 #include "addr.h"
 #include "ev.h"
 #include "log.h"
+#include "strbuf.h"
 
 #define RBUF_SIZE     ((size_t)256 * 1024)
 #define WBUF_SIZE     ((size_t)256 * 1024)
@@ -69,6 +70,12 @@ struct ws {
 	bool above_low;
 	bool paused;
 	uint16_t close_code; /* a close waiting for the queued messages */
+	/* raw mode (cfg.raw_protocol): no WebSocket framing after the
+	 * upgrade; bytes in, bytes out, through rawq */
+	bool raw;
+	char raw_protocol[64], extra_header[256];
+	struct strbuf rawq;
+	size_t rawq_off;
 	struct ev_timer kick, deadline;
 	/* client */
 	bool tls;
@@ -231,6 +238,8 @@ static void destroy(struct ws *w)
 	free(w->req);
 	free(w->rbuf);
 	free(w->wbuf);
+	if (w->raw)
+		strbuf_release(&w->rawq);
 	free(w);
 }
 
@@ -359,6 +368,8 @@ size_t ws_queued(const struct ws *w)
 {
 	size_t n = w->wlen - w->wpos;
 
+	if (w->raw)
+		return w->rawq.len - w->rawq_off;
 	if (w->ctx != NULL)
 		n += wslay_event_get_queued_msg_length(w->ctx);
 	return n;
@@ -375,7 +386,12 @@ static void update_events(struct ws *w)
 
 	if (w->io == NULL || w->state == WS_DONE)
 		return;
-	if (w->state == WS_OPEN) {
+	if (w->state == WS_OPEN && w->raw) {
+		if (!w->paused)
+			ev |= EPOLLIN;
+		if (w->rawq_off < w->rawq.len)
+			ev |= EPOLLOUT;
+	} else if (w->state == WS_OPEN) {
 		if (!w->paused && wslay_event_want_read(w->ctx))
 			ev |= EPOLLIN;
 		if (w->wpos < w->wlen || wslay_event_want_write(w->ctx))
@@ -430,6 +446,59 @@ static int flush_out(struct ws *w)
 	}
 }
 
+/* Raw mode: bytes to the owner (one socket read per wakeup), the queue to
+ * the socket. */
+static void pump_raw(struct ws *w)
+{
+	while (w->rawq_off < w->rawq.len) {
+		ssize_t n = raw_write(w, w->rawq.p + w->rawq_off, w->rawq.len - w->rawq_off);
+
+		if (n == -EAGAIN)
+			break;
+		if (n < 0) {
+			finish(w, (int)n);
+			return;
+		}
+		w->rawq_off += (size_t)n;
+		w->bytes_out += (uint64_t)n;
+	}
+	if (w->rawq_off == w->rawq.len)
+		w->rawq.len = w->rawq_off = 0;
+	if (!w->paused) {
+		size_t n = w->rlen - w->rpos;
+
+		if (n == 0) {
+			ssize_t r = raw_read(w, w->rbuf, RBUF_SIZE);
+
+			if (r == 0 || (r < 0 && r != -EAGAIN)) {
+				finish(w, r == 0 ? 0 : (int)r);
+				return;
+			}
+			w->rpos = 0;
+			w->rlen = r > 0 ? (size_t)r : 0;
+			if (r > 0)
+				w->bytes_in += (uint64_t)r;
+			n = w->rlen;
+		}
+		if (n > 0) {
+			size_t at = w->rpos;
+
+			w->rpos = w->rlen = 0;
+			w->ops->on_msg(w, true, w->rbuf + at, n, w->arg);
+			if (w->freed || w->state != WS_OPEN)
+				return;
+		}
+	}
+	if (w->above_low && ws_queued(w) <= w->cfg.low_water) {
+		w->above_low = false;
+		if (w->ops->on_drain != NULL)
+			w->ops->on_drain(w, w->arg);
+		if (w->freed)
+			return;
+	}
+	update_events(w);
+}
+
 /* Runs wslay both ways and reports what changed. */
 static void pump(struct ws *w)
 {
@@ -437,6 +506,10 @@ static void pump(struct ws *w)
 
 	if (w->state != WS_OPEN)
 		return;
+	if (w->raw) {
+		pump_raw(w);
+		return;
+	}
 	if (!w->paused && wslay_event_want_read(w->ctx)) {
 		w->read_once = false;
 		r = wslay_event_recv(w->ctx);
@@ -500,6 +573,15 @@ int ws_send(struct ws *w, bool binary, const void *msg, size_t len)
 
 	if (w->state != WS_OPEN || w->freed || w->close_code != 0)
 		return -EPIPE;
+	if (w->raw) {
+		strbuf_append(&w->rawq, msg, len);
+		if (w->rawq.bad)
+			return -ENOBUFS;
+		if (ws_queued(w) > w->cfg.low_water)
+			w->above_low = true;
+		arm_kick(w);
+		return 0;
+	}
 	r = wslay_event_queue_msg(w->ctx, &m);
 	if (r == WSLAY_ERR_NOMEM)
 		return -ENOMEM;
@@ -526,6 +608,10 @@ int ws_close(struct ws *w, uint16_t code)
 {
 	if (w->state != WS_OPEN || w->freed || w->close_code != 0)
 		return -EPIPE;
+	if (w->raw) {
+		finish(w, 0); /* a raw stream has no close handshake */
+		return 0;
+	}
 	w->close_code = code != 0 ? code : WSLAY_CODE_NORMAL_CLOSURE;
 	close_when_drained(w);
 	arm_kick(w);
@@ -568,8 +654,14 @@ uint64_t ws_bytes_out(const struct ws *w)
 
 static int open_wslay(struct ws *w)
 {
-	int r = w->client ? wslay_event_context_client_init(&w->ctx, &wslay_cbs, w)
-			  : wslay_event_context_server_init(&w->ctx, &wslay_cbs, w);
+	int r;
+
+	if (w->raw) {
+		w->state = WS_OPEN;
+		return 0;
+	}
+	r = w->client ? wslay_event_context_client_init(&w->ctx, &wslay_cbs, w)
+		      : wslay_event_context_server_init(&w->ctx, &wslay_cbs, w);
 
 	if (r != 0)
 		return -ENOMEM;
@@ -605,10 +697,11 @@ static int start_upgrade(struct ws *w)
 	if (w->req == NULL)
 		return -ENOMEM;
 	n = snprintf(w->req, 1024,
-		     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-		     "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+		     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: %s\r\nConnection: Upgrade\r\n"
+		     "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s%s"
 		     "User-Agent: rally-relay/" RALLY_VERSION "\r\n\r\n",
-		     w->path, hostport, w->key);
+		     w->path, hostport, w->raw ? w->raw_protocol : "websocket", w->key,
+		     w->extra_header, w->extra_header[0] != '\0' ? "\r\n" : "");
 	if (n < 0 || n >= 1024)
 		return -ENAMETOOLONG;
 	w->req_len = (size_t)n;
@@ -673,8 +766,12 @@ static int read_upgrade(struct ws *w)
 		end[2] = '\0'; /* keep the last CRLF for head_value */
 		if (strncmp((char *)w->rbuf, "HTTP/1.1 101", 12) != 0)
 			return -ECONNREFUSED;
-		if (!head_value((char *)w->rbuf, "Sec-WebSocket-Accept", v, sizeof(v)) ||
-		    strcmp(v, w->accept) != 0)
+		if (w->raw) {
+			if (!head_value((char *)w->rbuf, "Upgrade", v, sizeof(v)) ||
+			    strcasecmp(v, w->raw_protocol) != 0)
+				return -EPROTO;
+		} else if (!head_value((char *)w->rbuf, "Sec-WebSocket-Accept", v, sizeof(v)) ||
+			   strcmp(v, w->accept) != 0)
 			return -EPROTO;
 		w->rpos = (size_t)(end + 4 - (char *)w->rbuf);
 		return 1;
@@ -881,6 +978,15 @@ static struct ws *ws_alloc(struct ev_loop *loop, const struct ws_cfg *cfg, const
 	if (cfg->ca_file != NULL)
 		snprintf(w->ca_file, sizeof(w->ca_file), "%s", cfg->ca_file);
 	w->cfg.ca_file = w->ca_file;
+	if (cfg->raw_protocol != NULL && cfg->raw_protocol[0] != '\0') {
+		w->raw = true;
+		snprintf(w->raw_protocol, sizeof(w->raw_protocol), "%s", cfg->raw_protocol);
+		strbuf_init(&w->rawq, cfg->raw_queue_max != 0 ? cfg->raw_queue_max : 16u << 20);
+	}
+	if (cfg->extra_header != NULL)
+		snprintf(w->extra_header, sizeof(w->extra_header), "%s", cfg->extra_header);
+	w->cfg.raw_protocol = NULL;
+	w->cfg.extra_header = NULL;
 	w->ops = ops;
 	w->arg = arg;
 	ev_timer_init(&w->kick);

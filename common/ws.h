@@ -49,6 +49,14 @@ struct ws_cfg {
 	 * "" = system. */
 	const char *ca_file;
 	long long connect_timeout_ms; /* client: DNS + TCP + TLS + upgrade */
+	/* Raw mode: the upgrade names this protocol instead of websocket and,
+	 * once switched, bytes travel as they are (no framing): on_msg gets
+	 * what each read brought, ws_send queues bytes (at most raw_queue_max,
+	 * default 16 MiB). For a byte stream the owner frames itself. */
+	const char *raw_protocol;
+	size_t raw_queue_max;
+	/* Client: one more request header line ("Name: value"), or NULL. */
+	const char *extra_header;
 };
 
 /* Called to give the socket back to whoever owns it (libmicrohttpd's

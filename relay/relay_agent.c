@@ -65,8 +65,9 @@
 #define AG_USESS_IDLE_MS (130000) /* the relay forgets a session after 120 s */
 /* Datagrams to the relay leave in batches (sendmmsg before the loop
  * sleeps) and come in with recvmmsg, as on the relay. */
-#define AG_BATCH (64)
-#define AG_SLOT  ((size_t)16 * 1024 + TUNDGRAM_OVER)
+#define AG_BATCH    (64)
+#define AG_SLOT     ((size_t)16 * 1024 + TUNDGRAM_OVER)
+#define AG_MAX_HELD (64) /* connects held while the data channel dials */
 
 static const char usage[] =
 	"NAME\n"
@@ -180,6 +181,12 @@ struct agent {
 	uint64_t udp_in, udp_out, udp_bad, dgram_in, dgram_ws_in, dgram_ws_out, usess_opened;
 	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
 	uint8_t plain[TUNDGRAM_PAYLOAD + TUNMSG_BIN_HDR + 64];
+	/* the data channel (x_rally TUNMSG_X_DATA) */
+	struct ws *data;
+	bool data_dialing;
+	struct strbuf dasm;
+	struct tunmsg *held; /* connects that came while it was dialing */
+	size_t nheld;
 	uint8_t *obufs, *ibufs;
 	struct mmsghdr omsgs[AG_BATCH], imsgs[AG_BATCH];
 	struct iovec oiov[AG_BATCH], iiov[AG_BATCH];
@@ -200,11 +207,23 @@ static void send_msg(struct agent *ag, const struct tunmsg *m)
 		ws_send(ag->ws, false, ag->msg.p, ag->msg.len);
 }
 
+static struct tunsink ag_sink(struct agent *ag)
+{
+	struct tunsink k = {.ws = ag->ws,
+			    .data = ag->data != NULL && ws_is_open(ag->data) ? ag->data : NULL,
+			    .msg = &ag->msg};
+
+	return k;
+}
+
+/* close/reset follow the stream's data (see tunsink_end). */
 static void send_cmd(struct agent *ag, enum tunmsg_cmd cmd, uint32_t id)
 {
-	struct tunmsg m = {.cmd = cmd, .stream_id = id};
+	struct tunsink k = ag_sink(ag);
 
-	send_msg(ag, &m);
+	if (ag->ws == NULL)
+		return;
+	tunsink_end(&k, ag->bin, cmd, id);
 }
 
 /* ---- streams to the local targets ---- */
@@ -248,7 +267,8 @@ static void astream_update(struct astream *s)
 
 static int astream_flush(struct astream *s)
 {
-	ssize_t n = tunpipe_flush(&s->p, s->ag->ws);
+	struct tunsink k = ag_sink(s->ag);
+	ssize_t n = tunpipe_flush(&s->p, &k);
 
 	if (n < 0)
 		return -1;
@@ -260,7 +280,8 @@ static int astream_flush(struct astream *s)
 static void astream_read(struct astream *s)
 {
 	struct agent *ag = s->ag;
-	ssize_t n = tunpipe_read(&s->p, ag->ws, ag->chunk, &ag->msg);
+	struct tunsink k = ag_sink(ag);
+	ssize_t n = tunpipe_read(&s->p, &k, ag->chunk);
 
 	if (n == -EAGAIN)
 		return;
@@ -276,7 +297,8 @@ static void astream_read(struct astream *s)
 		return;
 	}
 	ag->bytes_up += (uint64_t)n;
-	if (ws_queued(ag->ws) > AG_HIGH && !ag->paused) {
+	if (ws_queued(ag->ws) + (ag->data != NULL ? ws_queued(ag->data) : 0) > AG_HIGH &&
+	    !ag->paused) {
 		struct astream **slot;
 
 		ag->paused = true;
@@ -354,6 +376,24 @@ static void astream_deliver(struct astream *s, const uint8_t *p, size_t n)
 		return;
 	}
 	astream_update(s);
+}
+
+/* The relay finished sending on stream s. */
+static void astream_remote_close(struct astream *s)
+{
+	if (s->p.r_eof)
+		return;
+	s->p.r_eof = true;
+	if (s->connecting)
+		return;
+	if (astream_flush(s) < 0) {
+		astream_free(s, false);
+		return;
+	}
+	if (tunpipe_done(&s->p))
+		astream_free(s, false);
+	else
+		astream_update(s);
 }
 
 static bool token_known(struct agent *ag, const char *token)
@@ -925,6 +965,11 @@ static void tunnel_lost(struct agent *ag, const char *why)
 		log_warnx("tunnel-fail relay=%s reason=%s", ag->cfg.url, why);
 	drop_streams(ag);
 	udp_close(ag);
+	ws_free(ag->data);
+	ag->data = NULL;
+	ag->data_dialing = false;
+	ag->nheld = 0;
+	ag->dasm.len = 0;
 	pend_fail_all(ag, "tunnel down");
 	ag->ntokens = 0;
 	ag->ws = NULL;
@@ -1019,6 +1064,14 @@ static void on_bin(struct agent *ag, const uint8_t *msg, size_t len)
 	s = stream_of(ag, id);
 	if (s == NULL)
 		return;
+	if (type == TUNMSG_BIN_CLOSE) {
+		astream_remote_close(s);
+		return;
+	}
+	if (type == TUNMSG_BIN_RESET) {
+		astream_free(s, true);
+		return;
+	}
 	if (type == TUNMSG_BIN_CREDIT) {
 		if (tunpipe_credit(&s->p, p) < 0) {
 			ag->bad_msgs++;
@@ -1028,6 +1081,102 @@ static void on_bin(struct agent *ag, const uint8_t *msg, size_t len)
 		return;
 	}
 	astream_deliver(s, p, n);
+}
+
+/* ---- the data channel ---- */
+
+static void on_bin(struct agent *ag, const uint8_t *msg, size_t len);
+
+/* The data channel's URL: the tunnel's, .../host -> .../data. */
+static bool data_url(const struct agent *ag, char *out, size_t size)
+{
+	size_t n = strlen(ag->cfg.url);
+
+	if (n < 5 || strcmp(ag->cfg.url + n - 5, "/host") != 0)
+		return false;
+	if (out != NULL)
+		snprintf(out, size, "%.*s/data", (int)(n - 5), ag->cfg.url);
+	return true;
+}
+
+static void release_held(struct agent *ag)
+{
+	size_t n = ag->nheld;
+
+	ag->data_dialing = false;
+	ag->nheld = 0;
+	for (size_t i = 0; i < n; i++)
+		on_connect(ag, &ag->held[i]);
+}
+
+static void on_data_frame(void *arg, const uint8_t *frame, size_t len)
+{
+	on_bin(arg, frame, len);
+}
+
+static void on_data_msg(struct ws *w, bool binary, const uint8_t *msg, size_t len, void *arg)
+{
+	struct agent *ag = arg;
+
+	(void)w;
+	(void)binary;
+	if (tunsink_deframe(&ag->dasm, msg, len, on_data_frame, ag) < 0) {
+		ag->bad_msgs++;
+		ws_close(ag->ws, 1002); /* the tunnel ends, and starts over */
+	}
+}
+
+static void on_data_open(struct ws *w, void *arg)
+{
+	struct agent *ag = arg;
+
+	(void)w;
+	log_info("tunnel-data-up relay=%s", ag->cfg.url);
+	release_held(ag);
+}
+
+static void on_data_close(struct ws *w, int err, void *arg)
+{
+	struct agent *ag = arg;
+	char why[64];
+
+	snprintf(why, sizeof(why), "data channel: %s", err == 0 ? "closed" : strerror(-err));
+	ws_free(w);
+	ag->data = NULL;
+	if (ag->data_dialing) {
+		/* Never came up: the streams use the tunnel itself. */
+		log_warnx("tunnel-data-fail relay=%s reason=\"%s\"", ag->cfg.url, why);
+		release_held(ag);
+		return;
+	}
+	/* Frames may have been lost with it: the whole tunnel starts over. */
+	ws_close(ag->ws, 1011);
+}
+
+static void on_data_drain(struct ws *w, void *arg);
+
+static const struct ws_ops data_ops = {
+	.on_msg = on_data_msg,
+	.on_open = on_data_open,
+	.on_drain = on_data_drain,
+	.on_close = on_data_close,
+};
+
+static void data_dial(struct agent *ag, const char *token)
+{
+	char url[WS_URL_MAX + 8], hdr[TUNMSG_ID_MAX + 32];
+	struct ws_cfg wc = {.low_water = AG_LOW,
+			    .ca_file = ag->cfg.ca_file,
+			    .connect_timeout_ms = 5000,
+			    .raw_protocol = "rally-data-1",
+			    .raw_queue_max = AG_QUEUE_MAX,
+			    .extra_header = hdr};
+
+	if (!data_url(ag, url, sizeof(url)) || strlen(token) != 32)
+		return;
+	snprintf(hdr, sizeof(hdr), "X-Rally-Data: %s", token);
+	ag->data = ws_connect(ag->loop, url, &wc, &data_ops, ag);
+	ag->data_dialing = ag->data != NULL;
 }
 
 static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
@@ -1051,6 +1200,13 @@ static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
 		on_alloc_answer(ag, &m);
 		return;
 	case TUNMSG_CONNECT:
+		if (ag->data_dialing) {
+			/* Streams start once the data channel is up (or given
+			 * up), so no stream's frames ever take both ways. */
+			if (ag->nheld < AG_MAX_HELD)
+				ag->held[ag->nheld++] = m;
+			return;
+		}
 		on_connect(ag, &m);
 		return;
 	case TUNMSG_DATA:
@@ -1060,19 +1216,8 @@ static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
 		return;
 	case TUNMSG_CLOSE:
 		s = stream_of(ag, m.stream_id);
-		if (s == NULL || s->p.r_eof)
-			return;
-		s->p.r_eof = true;
-		if (s->connecting)
-			return;
-		if (astream_flush(s) < 0) {
-			astream_free(s, false);
-			return;
-		}
-		if (tunpipe_done(&s->p))
-			astream_free(s, false);
-		else
-			astream_update(s);
+		if (s != NULL)
+			astream_remote_close(s);
 		return;
 	case TUNMSG_RESET:
 		s = stream_of(ag, m.stream_id);
@@ -1087,8 +1232,12 @@ static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
 
 			if (m.x_features & TUNMSG_X_UDP)
 				udp_setup(ag, &m, &x);
+			if ((m.x_features & TUNMSG_X_DATA) && data_url(ag, NULL, 0))
+				x.x_features |= TUNMSG_X_DATA;
 			send_msg(ag, &x);
 			ag->bin = true;
+			if (x.x_features & TUNMSG_X_DATA)
+				data_dial(ag, m.x_data_token);
 		}
 		return;
 	default:
@@ -1117,6 +1266,13 @@ static void on_ws_msg(struct ws *w, bool binary, const uint8_t *msg, size_t len,
 	default:
 		return;
 	}
+}
+
+static void on_ws_drain(struct ws *w, void *arg);
+
+static void on_data_drain(struct ws *w, void *arg)
+{
+	on_ws_drain(w, arg);
 }
 
 static void on_ws_drain(struct ws *w, void *arg)
@@ -1362,10 +1518,13 @@ int relay_agent_main(int argc, char **argv)
 	ag.tokens = calloc(AG_MAX_TOKENS, sizeof(*ag.tokens));
 	ag.udp_fd = -1;
 	ag.usess = htab_new(AG_MAX_USESS, sizeof(uint32_t), sizeof(struct usess *));
+	ag.held = calloc(AG_MAX_HELD, sizeof(*ag.held));
+	strbuf_init(&ag.dasm, TUNMSG_WS_MAX + 8);
 	ag.obufs = malloc(AG_BATCH * AG_SLOT);
 	ag.ibufs = malloc(AG_BATCH * AG_SLOT);
 	if (ag.streams == NULL || ag.tokens == NULL || ag.usess == NULL || ag.obufs == NULL ||
-	    ag.ibufs == NULL || ev_before_sleep_add(ag.loop, udp_before_sleep, &ag) < 0) {
+	    ag.held == NULL || ag.ibufs == NULL ||
+	    ev_before_sleep_add(ag.loop, udp_before_sleep, &ag) < 0) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -1415,6 +1574,9 @@ out:
 	ev_before_sleep_del(ag.loop, udp_before_sleep, &ag);
 	free(ag.obufs);
 	free(ag.ibufs);
+	ws_free(ag.data);
+	strbuf_release(&ag.dasm);
+	free(ag.held);
 	pend_fail_all(&ag, "agent stopping");
 	ws_free(ag.ws);
 	ev_timer_stop(ag.loop, &ag.retry);

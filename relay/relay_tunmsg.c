@@ -235,6 +235,8 @@ static int decode_obj(struct json_object *o, struct tunmsg *m, uint8_t *buf, siz
 		if (json_object_object_get_ex(o, "udp_id", &t) &&
 		    get_uint(o, "udp_id", UINT64_MAX, &m->x_udp_id) < 0)
 			return -EBADMSG;
+		if (get_str(o, "data_token", m->x_data_token, TUNMSG_ID_MAX, false) < 0)
+			return -EBADMSG;
 		return get_str(o, "udp_key", m->x_udp_key, TUNMSG_ID_MAX, false);
 	}
 	return -EBADMSG;
@@ -411,6 +413,8 @@ void tunmsg_encode(const struct tunmsg *m, struct strbuf *out)
 			strbuf_printf(out, ",\"udp_id\":%llu", (unsigned long long)m->x_udp_id);
 		if (m->x_udp_key[0] != '\0')
 			put_str(out, "udp_key", m->x_udp_key);
+		if (m->x_data_token[0] != '\0')
+			put_str(out, "data_token", m->x_data_token);
 		break;
 	}
 	strbuf_append(out, "}", 1);
@@ -495,7 +499,7 @@ int tunmsg_bin_decode(const uint8_t *buf, size_t len, enum tunmsg_bin *type, uin
 {
 	if (len < TUNMSG_BIN_HDR)
 		return -EBADMSG;
-	if (buf[0] != TUNMSG_BIN_DATA && buf[0] != TUNMSG_BIN_CREDIT && buf[0] != TUNMSG_BIN_DGRAM)
+	if (buf[0] < TUNMSG_BIN_DATA || buf[0] > TUNMSG_BIN_RESET)
 		return -EBADMSG;
 	*type = (enum tunmsg_bin)buf[0];
 	*stream_id = (uint32_t)buf[1] << 24 | (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 8 |
@@ -507,6 +511,8 @@ int tunmsg_bin_decode(const uint8_t *buf, size_t len, enum tunmsg_bin *type, uin
 	if (*type == TUNMSG_BIN_DATA && (*payload_len == 0 || *payload_len > TUNMSG_CHUNK_MAX * 4))
 		return -EBADMSG;
 	if (*type == TUNMSG_BIN_DGRAM && *payload_len > 65535)
+		return -EBADMSG;
+	if ((*type == TUNMSG_BIN_CLOSE || *type == TUNMSG_BIN_RESET) && *payload_len != 0)
 		return -EBADMSG;
 	return 0;
 }

@@ -69,12 +69,16 @@ struct tunmsg {
 	uint16_t x_udp_port;
 	uint64_t x_udp_id;
 	char x_udp_key[TUNMSG_ID_MAX + 1];
+	char x_data_token[TUNMSG_ID_MAX + 1];
 };
 
 /* X_RALLY features. */
 enum {
 	TUNMSG_X_BIN = 1U << 0, /* binary data frames with credits */
 	TUNMSG_X_UDP = 1U << 1, /* game datagrams beside the tunnel */
+	/* stream bytes on a second connection of raw frames (no WebSocket
+	 * masking to undo): GET /relay/v1/data, Upgrade: rally-data-1 */
+	TUNMSG_X_DATA = 1U << 2,
 };
 
 /*
@@ -108,7 +112,13 @@ int tunmsg_parse_sig(const char *s, uint8_t sig[static 64]);
  * [stream_id u32 BE] then DATA: the bytes; CREDIT: u32 BE bytes granted;
  * DGRAM: a game datagram of session stream_id, when UDP cannot get through.
  */
-enum tunmsg_bin { TUNMSG_BIN_DATA = 1, TUNMSG_BIN_CREDIT = 2, TUNMSG_BIN_DGRAM = 3 };
+enum tunmsg_bin {
+	TUNMSG_BIN_DATA = 1,
+	TUNMSG_BIN_CREDIT = 2,
+	TUNMSG_BIN_DGRAM = 3,
+	TUNMSG_BIN_CLOSE = 4, /* on the data channel, in order with its data */
+	TUNMSG_BIN_RESET = 5,
+};
 #define TUNMSG_BIN_HDR (5)
 /* Each side may send this many data bytes of a stream before the other
  * credited them back (it does so once they reached the local socket). */

@@ -131,6 +131,12 @@ struct tun_host {
 	long long udp_rx_ms;  /* when (0: never) */
 	uint64_t udp_pings, udp_pongs, udp_ping_ctr;
 	long long udp_ping_us, udp_rtt_us, udp_last_ping_ms;
+	/* the data channel (x_rally TUNMSG_X_DATA): stream frames on a
+	 * second connection, raw, so nothing has to be unmasked */
+	char data_token[TUNMSG_ID_MAX + 1];
+	bool data_ok;                 /* the agent took it and will dial */
+	struct ws *data;              /* up */
+	struct strbuf dasm;           /* a partial frame */
 	struct tun_host *next, *prev; /* all hosts */
 };
 
@@ -279,11 +285,28 @@ static void host_send_text(struct tun_host *h, const char *s)
 		ws_send(h->ws, false, s, strlen(s));
 }
 
+static struct tunsink host_sink(struct tun_host *h)
+{
+	struct tunsink k = {.ws = h->ws, .data = h->data, .msg = &h->t->msg};
+
+	return k;
+}
+
+/* Bytes waiting to go to h, on the tunnel and the data channel. */
+static size_t host_queued(const struct tun_host *h)
+{
+	return (h->ws != NULL ? ws_queued(h->ws) : 0) + (h->data != NULL ? ws_queued(h->data) : 0);
+}
+
+/* close and reset follow the stream's data (the data channel when it is
+ * up, so a close never overtakes the bytes before it). */
 static void send_stream_cmd(struct tun_host *h, enum tunmsg_cmd cmd, uint32_t id)
 {
-	struct tunmsg m = {.cmd = cmd, .stream_id = id};
+	struct tunsink k = host_sink(h);
 
-	host_send(h, &m);
+	if (!host_room(h))
+		return;
+	tunsink_end(&k, h->bin, cmd, id);
 }
 
 /* ---- streams ---- */
@@ -332,7 +355,8 @@ static void stream_free(struct tun_stream *s, int why, bool abort_player)
 /* Writes what waits for the player; -1 when the socket failed. */
 static int stream_flush(struct tun_stream *s)
 {
-	ssize_t n = tunpipe_flush(&s->p, s->h->ws);
+	struct tunsink k = host_sink(s->h);
+	ssize_t n = tunpipe_flush(&s->p, &k);
 
 	if (n < 0)
 		return -1;
@@ -354,7 +378,8 @@ static void stream_read(struct tun_stream *s)
 {
 	struct tun_host *h = s->h;
 	struct relay_tunnel *t = h->t;
-	ssize_t n = tunpipe_read(&s->p, h->ws, t->chunk, &t->msg);
+	struct tunsink k = host_sink(h);
+	ssize_t n = tunpipe_read(&s->p, &k, t->chunk);
 
 	if (n == -EAGAIN)
 		return;
@@ -372,7 +397,7 @@ static void stream_read(struct tun_stream *s)
 	s->last_ms = ev_now(t->loop);
 	s->bytes_up += (uint64_t)n;
 	t->st.bytes_to_host += (uint64_t)n;
-	if (ws_queued(h->ws) > TUN_HOST_HIGH && !h->paused) {
+	if (host_queued(h) > TUN_HOST_HIGH && !h->paused) {
 		h->paused = true;
 		for (struct tun_stream *o = h->streams; o != NULL; o = o->next)
 			stream_update(o);
@@ -437,6 +462,24 @@ static void stream_deliver(struct tun_stream *s, const uint8_t *p, size_t n)
 		return;
 	}
 	stream_update(s);
+}
+
+/* The host finished sending on stream s. */
+static void stream_host_close(struct tun_stream *s)
+{
+	if (s->p.r_eof)
+		return;
+	s->p.r_eof = true;
+	if (s->rl != NULL)
+		realmlist_flush(s->rl, &s->p.out);
+	if (stream_flush(s) < 0) {
+		stream_free(s, END_PLAYER_RESET, false);
+		return;
+	}
+	if (tunpipe_done(&s->p))
+		stream_free(s, END_DONE, false);
+	else
+		stream_update(s);
 }
 
 static struct tun_stream *host_stream(struct tun_host *h, uint32_t id)
@@ -839,6 +882,10 @@ static void host_drop(struct tun_host *h, const char *why)
 		t->nhosts_open--;
 	}
 	host_unlink(h);
+	ws_free(h->data);
+	h->data = NULL;
+	strbuf_release(&h->dasm);
+	sodium_memzero(h->data_token, sizeof(h->data_token));
 	ws_free(h->ws);
 	h->ws = NULL;
 	free(h);
@@ -942,6 +989,14 @@ static void host_welcome(struct tun_host *h)
 		} else {
 			h->udp_id = 0;
 		}
+	}
+	{
+		uint8_t tok[16];
+
+		randombytes_buf(tok, sizeof(tok));
+		sodium_bin2hex(h->data_token, sizeof(h->data_token), tok, sizeof(tok));
+		memcpy(x.x_data_token, h->data_token, sizeof(x.x_data_token));
+		x.x_features |= TUNMSG_X_DATA;
 	}
 	host_send(h, &x);
 	log_info("tunnel-host-up realm=%s peer=%s", h->realm,
@@ -1205,6 +1260,14 @@ static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 	s = host_stream(h, id);
 	if (s == NULL)
 		return;
+	if (type == TUNMSG_BIN_CLOSE) {
+		stream_host_close(s);
+		return;
+	}
+	if (type == TUNMSG_BIN_RESET) {
+		stream_free(s, END_HOST_RESET, true);
+		return;
+	}
 	if (type == TUNMSG_BIN_CREDIT) {
 		if (tunpipe_credit(&s->p, p) < 0) {
 			t->st.msgs_bad++;
@@ -1266,19 +1329,8 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 		return;
 	case TUNMSG_CLOSE:
 		s = host_stream(h, m.stream_id);
-		if (s == NULL || s->p.r_eof)
-			return;
-		s->p.r_eof = true;
-		if (s->rl != NULL)
-			realmlist_flush(s->rl, &s->p.out);
-		if (stream_flush(s) < 0) {
-			stream_free(s, END_PLAYER_RESET, false);
-			return;
-		}
-		if (tunpipe_done(&s->p))
-			stream_free(s, END_DONE, false);
-		else
-			stream_update(s);
+		if (s != NULL)
+			stream_host_close(s);
 		return;
 	case TUNMSG_RESET:
 		s = host_stream(h, m.stream_id);
@@ -1287,6 +1339,9 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 		return;
 	case TUNMSG_X_RALLY:
 		/* Our agent's answer: binary data frames from now on. */
+		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_BIN) &&
+		    (m.x_features & TUNMSG_X_DATA))
+			h->data_ok = true; /* its data channel is on the way */
 		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_BIN)) {
 			h->bin = true;
 			for (s = h->streams; s != NULL; s = s->next)
@@ -1373,6 +1428,88 @@ static const struct ws_ops host_ops = {
 	.on_close = on_ws_close,
 };
 
+static void release_upgrade(void *arg)
+{
+	httpd_upgrade_close(arg);
+}
+
+/* ---- the data channel ---- */
+
+static void on_data_frame(void *arg, const uint8_t *frame, size_t len)
+{
+	host_bin(arg, frame, len);
+}
+
+static void on_data_msg(struct ws *w, bool binary, const uint8_t *msg, size_t len, void *arg)
+{
+	struct tun_host *h = arg;
+
+	(void)w;
+	(void)binary;
+	h->last_rx_ms = ev_now(h->t->loop);
+	if (tunsink_deframe(&h->dasm, msg, len, on_data_frame, h) < 0) {
+		h->t->st.msgs_bad++;
+		host_drop(h, "data-channel-garbage");
+	}
+}
+
+static void on_data_close(struct ws *w, int err, void *arg)
+{
+	struct tun_host *h = arg;
+
+	(void)w;
+	(void)err;
+	/* Frames may have been lost with it: the whole tunnel starts over. */
+	h->t->st.hosts_dropped++;
+	host_drop(h, "data-channel-lost");
+}
+
+static const struct ws_ops data_ops = {
+	.on_msg = on_data_msg,
+	.on_drain = on_ws_drain,
+	.on_close = on_data_close,
+};
+
+static struct tun_host *host_by_data_token(struct relay_tunnel *t, const char *token)
+{
+	if (token == NULL || strlen(token) != 32)
+		return NULL;
+	for (struct tun_host *h = t->hosts; h != NULL; h = h->next)
+		if (h->state == H_OPEN && h->data_token[0] != '\0' && h->data == NULL &&
+		    sodium_memcmp(h->data_token, token, 32) == 0)
+			return h;
+	return NULL;
+}
+
+struct data_upgrade {
+	struct relay_tunnel *t;
+	char token[33];
+};
+
+static void on_data_upgraded(void *arg, int fd, const uint8_t *extra, size_t n,
+			     struct httpd_upgrade *u)
+{
+	struct data_upgrade *d = arg;
+	struct tun_host *h = host_by_data_token(d->t, d->token);
+	struct ws_cfg wc = {.low_water = TUN_HOST_LOW,
+			    .raw_protocol = "rally-data-1",
+			    .raw_queue_max = TUN_HOST_QUEUE_MAX};
+
+	sodium_memzero(d->token, sizeof(d->token));
+	free(d);
+	if (h == NULL) {
+		httpd_upgrade_close(u);
+		return;
+	}
+	strbuf_init(&h->dasm, TUNMSG_WS_MAX + 8);
+	h->data = ws_new_server(h->t->loop, fd, extra, n, &wc, &data_ops, h, release_upgrade, u);
+	if (h->data == NULL) {
+		httpd_upgrade_close(u);
+		return;
+	}
+	log_info("tunnel-data-up realm=%s", h->realm);
+}
+
 static void on_hs_timeout(struct ev_timer *tm, void *arg)
 {
 	struct tun_host *h = arg;
@@ -1383,11 +1520,6 @@ static void on_hs_timeout(struct ev_timer *tm, void *arg)
 	h->t->st.hosts_refused[REF_TIMEOUT]++;
 	log_warnx("tunnel-refuse realm=- reason=timeout");
 	host_drop(h, "timeout");
-}
-
-static void release_upgrade(void *arg)
-{
-	httpd_upgrade_close(arg);
 }
 
 static void on_upgraded(void *arg, int fd, const uint8_t *extra, size_t n, struct httpd_upgrade *u)
@@ -1465,6 +1597,29 @@ static void on_http(struct httpd_req *req, void *arg)
 	}
 	if (strcmp(path, "/relay/v1/health") == 0) {
 		health(t, req);
+		return;
+	}
+	if (strcmp(path, "/relay/v1/data") == 0) {
+		const char *tok = httpd_header(req, "X-Rally-Data");
+		struct data_upgrade *d;
+
+		up = httpd_header(req, "Upgrade");
+		if (up == NULL || strcasecmp(up, "rally-data-1") != 0 ||
+		    host_by_data_token(t, tok) == NULL) {
+			httpd_reply_error(req, 403, "no such data channel");
+			return;
+		}
+		d = calloc(1, sizeof(*d));
+		if (d == NULL) {
+			httpd_reply_error(req, 503, "out of memory");
+			return;
+		}
+		d->t = t;
+		snprintf(d->token, sizeof(d->token), "%s", tok);
+		if (httpd_reply_upgrade(req, "rally-data-1", on_data_upgraded, d) < 0) {
+			free(d);
+			httpd_reply_error(req, 500, "upgrade failed");
+		}
 		return;
 	}
 	if (strcmp(path, "/relay/v1/host") != 0) {
@@ -1736,8 +1891,7 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 	unsigned long long rtt_max = 0, held = 0;
 
 	for (const struct tun_host *h = t->hosts; h != NULL; h = h->next) {
-		if (h->ws != NULL)
-			held += ws_queued(h->ws);
+		held += host_queued(h);
 		if (h->state != H_OPEN)
 			continue;
 		for (const struct tun_stream *st = h->streams; st != NULL; st = st->next) {

@@ -1,6 +1,7 @@
 #include "relay_tunpipe.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -54,7 +55,83 @@ void tunpipe_send_cmd(struct ws *ws, struct strbuf *msg, int cmd, uint32_t id)
 		ws_send(ws, false, msg->p, msg->len);
 }
 
-ssize_t tunpipe_flush(struct tunpipe *p, struct ws *ws)
+void tunsink_frame(const struct tunsink *k, const uint8_t *frame, size_t n)
+{
+	if (k->data != NULL) {
+		uint8_t len[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8),
+				  (uint8_t)n};
+
+		ws_send(k->data, true, len, sizeof(len));
+		ws_send(k->data, true, frame, n);
+	} else if (k->ws != NULL) {
+		ws_send(k->ws, true, frame, n);
+	}
+}
+
+void tunsink_end(const struct tunsink *k, bool bin, int cmd, uint32_t id)
+{
+	uint8_t f[TUNMSG_BIN_HDR];
+
+	if (!bin) {
+		tunpipe_send_cmd(k->ws, k->msg, cmd, id);
+		return;
+	}
+	tunmsg_bin_header(f, cmd == TUNMSG_CLOSE ? TUNMSG_BIN_CLOSE : TUNMSG_BIN_RESET, id);
+	tunsink_frame(k, f, sizeof(f));
+}
+
+static size_t frame_len(const uint8_t *p)
+{
+	return (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | (size_t)p[3];
+}
+
+int tunsink_deframe(struct strbuf *asm, const uint8_t *in, size_t n,
+		    void (*fn)(void *arg, const uint8_t *frame, size_t len), void *arg)
+{
+	while (n > 0) {
+		size_t len, take;
+
+		if (asm->len > 0 || n < 4) {
+			/* A frame split across reads: gather just that one. */
+			if (asm->len < 4) {
+				take = 4 - asm->len < n ? 4 - asm->len : n;
+				strbuf_append(asm, (const char *)in, take);
+				in += take;
+				n -= take;
+				if (asm->len < 4)
+					return asm->bad ? -EBADMSG : 0;
+			}
+			len = frame_len((const uint8_t *)asm->p);
+			if (len == 0 || len > TUNMSG_WS_MAX)
+				return -EBADMSG;
+			take = 4 + len - asm->len < n ? 4 + len - asm->len : n;
+			strbuf_append(asm, (const char *)in, take);
+			in += take;
+			n -= take;
+			if (asm->bad)
+				return -EBADMSG;
+			if (asm->len == 4 + len) {
+				asm->len = 0;
+				fn(arg, (const uint8_t *)asm->p + 4, len);
+			}
+			continue;
+		}
+		/* Whole frames straight from the read buffer. */
+		len = frame_len(in);
+		if (len == 0 || len > TUNMSG_WS_MAX)
+			return -EBADMSG;
+		if (n < 4 + len) {
+			strbuf_append(asm, (const char *)in, n);
+			return asm->bad ? -EBADMSG : 0;
+		}
+		fn(arg, in + 4, len);
+		in += 4 + len;
+		n -= 4 + len;
+	}
+	return 0;
+}
+
+ssize_t tunpipe_flush(struct tunpipe *p, const struct tunsink *k)
 {
 	size_t before = p->out_off;
 
@@ -82,7 +159,7 @@ ssize_t tunpipe_flush(struct tunpipe *p, struct ws *ws)
 	/* Credit counts the tunnel's bytes, not the socket's (the REALM_LIST
 	 * rewrite changes lengths); granted in big steps once little of them
 	 * waits here. */
-	if (p->bin && ws != NULL && p->owed >= TUNMSG_BIN_WINDOW / 4 &&
+	if (p->bin && k->ws != NULL && p->owed >= TUNMSG_BIN_WINDOW / 4 &&
 	    tunpipe_pending(p) < TUNMSG_BIN_WINDOW / 2) {
 		uint8_t f[TUNMSG_BIN_HDR + 4];
 
@@ -91,13 +168,13 @@ ssize_t tunpipe_flush(struct tunpipe *p, struct ws *ws)
 		f[6] = (uint8_t)(p->owed >> 16);
 		f[7] = (uint8_t)(p->owed >> 8);
 		f[8] = (uint8_t)p->owed;
-		ws_send(ws, true, f, sizeof(f));
+		ws_send(k->ws, true, f, sizeof(f)); /* credits: on the tunnel */
 		p->owed = 0;
 	}
 	return (ssize_t)before;
 }
 
-ssize_t tunpipe_read(struct tunpipe *p, struct ws *ws, uint8_t *scratch, struct strbuf *msg)
+ssize_t tunpipe_read(struct tunpipe *p, const struct tunsink *k, uint8_t *scratch)
 {
 	size_t want = TUNMSG_CHUNK_MAX;
 	ssize_t n;
@@ -109,17 +186,17 @@ ssize_t tunpipe_read(struct tunpipe *p, struct ws *ws, uint8_t *scratch, struct 
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 			return -EAGAIN;
 		n = -errno;
-		tunpipe_send_cmd(ws, msg, TUNMSG_RESET, p->id);
+		tunsink_end(k, p->bin, TUNMSG_RESET, p->id);
 		return n;
 	}
 	if (n == 0) {
 		p->l_eof = true;
-		tunpipe_send_cmd(ws, msg, TUNMSG_CLOSE, p->id);
+		tunsink_end(k, p->bin, TUNMSG_CLOSE, p->id);
 		return 0;
 	}
 	if (p->bin) {
 		tunmsg_bin_header(scratch, TUNMSG_BIN_DATA, p->id);
-		ws_send(ws, true, scratch, (size_t)n + TUNMSG_BIN_HDR);
+		tunsink_frame(k, scratch, (size_t)n + TUNMSG_BIN_HDR);
 		p->credit -= (uint32_t)n;
 	} else {
 		struct tunmsg m = {.cmd = TUNMSG_DATA,
@@ -127,11 +204,11 @@ ssize_t tunpipe_read(struct tunpipe *p, struct ws *ws, uint8_t *scratch, struct 
 				   .chunk = scratch + TUNMSG_BIN_HDR,
 				   .chunk_len = (size_t)n};
 
-		msg->len = 0;
-		msg->bad = false;
-		tunmsg_encode(&m, msg);
-		if (!msg->bad)
-			ws_send(ws, false, msg->p, msg->len);
+		k->msg->len = 0;
+		k->msg->bad = false;
+		tunmsg_encode(&m, k->msg);
+		if (!k->msg->bad)
+			ws_send(k->ws, false, k->msg->p, k->msg->len);
 	}
 	return n;
 }

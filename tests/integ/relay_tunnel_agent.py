@@ -19,7 +19,7 @@ import time
 from coapeer import (AgentProc, Realm, TcpServer, TunnelRelay, auth_client_session, blast, connect_client,
                      duplex, echo_handler, fake_authserver, realm, realm_list, rewritten, sink,
                      skip_unless_ready)
-from harness import check, run, wait_for
+from harness import check, http, run, wait_for
 
 
 def Agent(env, relay_url, realm_obj, auth, world, args=(), name="agent"):
@@ -45,6 +45,14 @@ def scenario(env):
     ag = Agent(env, url, r1, auth.addr, world.addr)
     ag.wait_line(r"tunnel-up realm=%s" % r1.id, 10)
     wait_for(lambda: ag.status()["framing"] == "binary", 5, "the binary framing taken")
+    # stream bytes take the data channel (raw frames: nothing to unmask)
+    ag.wait_line(r"tunnel-data-up", 10)
+    relay.wait_line(r"tunnel-data-up realm=%s" % r1.id, 10)
+    # ... which only the token this tunnel was given opens
+    st, body, _ = http("GET", "http://%s:%d/relay/v1/data" % relay.tunnel,
+                       headers={"Upgrade": "rally-data-1", "Connection": "Upgrade",
+                                "X-Rally-Data": "0" * 32})
+    check(st == 403, "a data channel with a made-up token: %s %r" % (st, body))
     a = ag.allocate(PLAYER1)
     check(a["relay_host"] == relay.relay_host, "relay_host %r" % a)
     s, got = auth_client_session((a["relay_host"], a["auth_port"]))

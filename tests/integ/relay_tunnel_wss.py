@@ -98,6 +98,7 @@ def scenario(env):
     # ---- trusted through --ca-file: the tunnel works end to end ----
     ag = agent(env, url, r, world.addr, ["--ca-file", crt], "agent")
     ag.wait_line(r"tunnel-up", 10)
+    ag.wait_line(r"tunnel-data-up", 10)  # the data channel through TLS too
     st, a, _ = http("POST", "http://%s:%d/allocate" % ag.control,
                     {"player_id": "11111111-2222-4333-8444-555555555555",
                      "expected_client_ip": "127.0.0.1"}, token=TOKEN, timeout=10)
