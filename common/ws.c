@@ -446,6 +446,17 @@ static int flush_out(struct ws *w)
 	}
 }
 
+/* on_drain once the queue fell to low water; false if the owner freed w. */
+static bool notify_drain(struct ws *w)
+{
+	if (w->above_low && ws_queued(w) <= w->cfg.low_water) {
+		w->above_low = false;
+		if (w->ops->on_drain != NULL)
+			w->ops->on_drain(w, w->arg);
+	}
+	return !w->freed;
+}
+
 /* Raw mode: bytes to the owner (one socket read per wakeup), the queue to
  * the socket. */
 static void pump_raw(struct ws *w)
@@ -489,13 +500,8 @@ static void pump_raw(struct ws *w)
 				return;
 		}
 	}
-	if (w->above_low && ws_queued(w) <= w->cfg.low_water) {
-		w->above_low = false;
-		if (w->ops->on_drain != NULL)
-			w->ops->on_drain(w, w->arg);
-		if (w->freed)
-			return;
-	}
+	if (!notify_drain(w))
+		return;
 	update_events(w);
 }
 
@@ -536,13 +542,8 @@ static void pump(struct ws *w)
 		finish(w, close_reason(w));
 		return;
 	}
-	if (w->above_low && ws_queued(w) <= w->cfg.low_water) {
-		w->above_low = false;
-		if (w->ops->on_drain != NULL)
-			w->ops->on_drain(w, w->arg);
-		if (w->freed)
-			return;
-	}
+	if (!notify_drain(w))
+		return;
 	update_events(w);
 }
 

@@ -358,12 +358,24 @@ static void on_sweep(struct ev_timer *t, void *arg)
 	ev_timer_start(p->r->loop, t, 1000, on_sweep, p);
 }
 
+/* What every new session starts with, socket or not. */
+static void session_init(struct relay_proxy *p, struct session *s, const struct addr *client,
+			 uint16_t upstream_port)
+{
+	s->p = p;
+	s->client = *client;
+	s->upstream_port = upstream_port;
+	s->created_ms = s->last_ms = ev_now(p->r->loop);
+	s->confirmed = false;
+	unconf_append(p, s);
+	p->r->st.sessions_opened++;
+}
+
 /* A session whose server is behind the tunnel: an id instead of a
  * socket (the agent opens the socket toward the server at home). */
 static struct session *session_open_tunnel(struct relay_proxy *p, const struct addr *client,
 					   const struct addr_key *key)
 {
-	struct relay *r = p->r;
 	struct session *s, **slot;
 	uint32_t sid;
 
@@ -382,15 +394,9 @@ static struct session *session_open_tunnel(struct relay_proxy *p, const struct a
 		return NULL;
 	}
 	*slot = s;
-	s->p = p;
 	s->io = NULL;
 	s->sid = sid;
-	s->client = *client;
-	s->upstream_port = 0;
-	s->created_ms = s->last_ms = ev_now(r->loop);
-	s->confirmed = false;
-	unconf_append(p, s);
-	r->st.sessions_opened++;
+	session_init(p, s, client, 0);
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
 
@@ -437,13 +443,7 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 		htab_remove(p->sessions, s);
 		goto fail_fd;
 	}
-	s->p = p;
-	s->client = *client;
-	s->upstream_port = addr_port(&local);
-	s->created_ms = s->last_ms = ev_now(r->loop);
-	s->confirmed = false;
-	unconf_append(p, s);
-	r->st.sessions_opened++;
+	session_init(p, s, client, addr_port(&local));
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN];
 

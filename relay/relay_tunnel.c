@@ -891,31 +891,14 @@ static void host_drop(struct tun_host *h, const char *why)
 	free(h);
 }
 
+/* A canonical UUID (relay_keys_canon_uuid) as its 16 bytes. */
 static int uuid_bytes(const char *s, uint8_t out[static 16])
 {
-	size_t n = 0;
+	size_t bin = 0;
 
-	for (size_t i = 0; s[i] != '\0'; i++) {
-		char c = s[i];
-		int v;
-
-		if (c == '-')
-			continue;
-		if (c >= '0' && c <= '9')
-			v = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v = c - 'a' + 10;
-		else
-			return -EINVAL;
-		if (n == 32)
-			return -EINVAL;
-		if (n % 2 == 0)
-			out[n / 2] = (uint8_t)(v << 4);
-		else
-			out[n / 2] |= (uint8_t)v;
-		n++;
-	}
-	return n == 32 ? 0 : -EINVAL;
+	if (sodium_hex2bin(out, 16, s, strlen(s), "-", &bin, NULL) != 0 || bin != 16)
+		return -EINVAL;
+	return 0;
 }
 
 static void refuse(struct tun_host *h, int why, const char *message)
