@@ -93,9 +93,17 @@ def scenario(env):
     t_restart = time.monotonic()
     wait_for(lambda: len(friend.answered_since(t_restart)) >= 2, 5, "friend served by the new relay")
     check(not villain.answered_since(t_restart), "ban lost across the restart")
+    # Both players reach the server from the relay's one upstream address, and
+    # the engine answers getchallenge from one address in a leaky bucket of 10
+    # with one token a second (ioquake3's SVC_RateLimitAddress): with the
+    # friend still asking, the villain's share of that token decides when it
+    # hears back, not the ban. The friend has shown what it had to; it stops.
+    friend.close()
 
-    # It expires on time (4 s from the PUT) and is then forgotten.
-    wait_for(lambda: villain.answered_since(t_ban + 4), 8, "the ban to expire")
+    # It expires on time (4 s from the PUT) and is then forgotten: the villain
+    # is answered within the engine's token a second of the expiry.
+    wait_for(lambda: villain.answered_since(t_ban + 4), max(3.0, t_ban + 4 + 5 - time.monotonic()),
+             "the ban to expire")
     check(time.monotonic() - t_ban >= 3.9, "ban expired early")
     st, bans, _ = relay.api("GET", "/bans")
     check(bans == [], "expired ban still listed: %r" % bans)
@@ -115,7 +123,7 @@ def scenario(env):
     st, body, _ = relay.api("DELETE", "/bans/127.0.0.3")
     check(st == 204, "DELETE -> %s" % st)
     t = time.monotonic()
-    wait_for(lambda: villain.answered_since(t), 3, "answers after DELETE")
+    wait_for(lambda: villain.answered_since(t), 5, "answers after DELETE")
     st, body, _ = relay.api("DELETE", "/bans/127.0.0.3")
     check(st == 404, "second DELETE -> %s" % st)
     # IPv6 and v4-mapped forms name the same kind of key.
