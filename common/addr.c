@@ -210,6 +210,15 @@ bool addr_equal(const struct addr *a, const struct addr *b)
 	return memcmp(ka.b, kb.b, sizeof(ka.b)) == 0;
 }
 
+bool addr_same_ip(const struct addr *a, const struct addr *b)
+{
+	struct addr_ip x, y;
+
+	addr_to_ip(a, &x);
+	addr_to_ip(b, &y);
+	return memcmp(x.b, y.b, sizeof(x.b)) == 0;
+}
+
 bool addr_is_loopback(const struct addr *a)
 {
 	struct addr_ip ip;

@@ -62,6 +62,8 @@ void addr_from_ip(struct addr *a, const struct addr_ip *ip, uint16_t port);
 const char *addr_ip_fmt(const struct addr_ip *ip, char *buf, size_t size);
 
 bool addr_equal(const struct addr *a, const struct addr *b);
+/* The same IP, ports aside (a v4 address and its v4-mapped form match). */
+bool addr_same_ip(const struct addr *a, const struct addr *b);
 bool addr_is_v4(const struct addr *a);
 /* True for 127.0.0.0/8, ::1 and v4-mapped loopback. */
 bool addr_is_loopback(const struct addr *a);

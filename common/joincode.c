@@ -614,13 +614,8 @@ int joincode_targets(const struct joincode *c, const struct addr *my_public, str
 
 	/* Same NAT: our public IP is the peer's (ports aside) and the peer
 	 * has a LAN address: dial LAN only, never the hairpin. */
-	if (my_public != NULL && c->has_public && c->has_lan) {
-		struct addr_ip a, b;
-
-		addr_to_ip(my_public, &a);
-		addr_to_ip(&c->pub, &b);
-		same_nat = memcmp(a.b, b.b, sizeof(a.b)) == 0;
-	}
+	if (my_public != NULL && c->has_public && c->has_lan)
+		same_nat = addr_same_ip(my_public, &c->pub);
 	if (c->has_vpn && n < max)
 		out[n++] = c->vpn;
 	if (c->has_vpn2 && n < max)

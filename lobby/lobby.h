@@ -60,6 +60,8 @@ struct strbuf;
 #define LOBBY_CHAT_BURST          (3)
 #define LOBBY_REJECT_EVERY_MS     (2000)
 #define LOBBY_RV_POLL_EVERY_MS    (1000)
+#define LOBBY_RV_POLL_FAST_MS     (250)   /* ours: while a knock is likely */
+#define LOBBY_RV_POLL_FAST_FOR_MS (30000) /* ours: that long after a knock */
 #define LOBBY_RV_KNOCK_EVERY_MS   (2000)
 #define LOBBY_RV_KNOCK_AFTER_MS   (4000)
 #define LOBBY_RV_PUNCH_FOR_MS     (15000)
@@ -116,6 +118,8 @@ struct lobby_cfg {
 	size_t nstun;
 	bool stun_off;
 	bool upnp_off;
+	bool netpunch_schedule; /* --schedule netpunch: the reference's knock timings */
+	bool observe_json;      /* observe --json */
 	char protocol_version[64];
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;
@@ -128,6 +132,7 @@ struct lobby_rv;
 struct lobby_game;
 struct lobby_ipc;
 struct lobby_dual;
+struct lobby_trav;
 struct curlev;
 struct sealer;
 struct lobby;
@@ -224,6 +229,7 @@ struct lobby {
 	struct lobby_game *game;
 	struct lobby_ipc *ipc;
 	struct lobby_dual *dual;   /* the TCP backup link (NULL: none this session) */
+	struct lobby_trav *trav;   /* the joiner's traversal record (lobby_trav; else NULL) */
 	struct lobby_xprog *xprog; /* the terminal's transfer lines (lobby_xprog) */
 	/* Our log lines (and --forward-log files) for the host's merged log
 	 * (lobby_logfwd; NULL for code and observe). */
@@ -317,7 +323,11 @@ void lobby_observe_free(struct lobby_observe *o);
 const struct joincode *lobby_observe_profile(const struct lobby *l);
 /* The public address STUN saw (NULL if none). */
 const struct addr *lobby_observe_public(const struct lobby *l);
-/* Prints the profile as JSON lines (rally-lobby observe). */
+/* The port mapping the router made for us ("upnp"), NULL when none; and
+ * then why not, in words (NULL when mapped). */
+const char *lobby_observe_mapping(const struct lobby *l);
+const char *lobby_observe_mapping_error(const struct lobby *l);
+/* Prints the profile as key=value lines (rally-lobby observe's details). */
 void lobby_observe_print(const struct lobby *l);
 /* Removes the UPnP mappings (exit path). */
 void lobby_observe_unmap(struct lobby *l, long timeout_ms);
@@ -331,9 +341,10 @@ int lobby_rv_new(struct lobby *l);
 void lobby_rv_free(struct lobby_rv *r);
 /* Host: poll our tag every second and punch toward each knock. */
 int lobby_rv_host_start(struct lobby *l);
-/* Joiner: knock every 2 s (after 4 s unanswered) until stopped; each relay
- * port the master offers is bound and handed to role->relay_offered. */
-int lobby_rv_knock_start(struct lobby *l);
+/* Joiner: knock every 2 s, the first after after_ms, asking for a relay
+ * port from knock relay_from_knock on (1: the first), until stopped; each
+ * relay port the master offers is bound and handed to role->relay_offered. */
+int lobby_rv_knock_start(struct lobby *l, long long after_ms, int relay_from_knock);
 void lobby_rv_knock_stop(struct lobby *l);
 /* A datagram from addr made it: stop punching/binding toward it. */
 void lobby_rv_peer_seen(struct lobby *l, const struct addr *addr);

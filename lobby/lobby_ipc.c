@@ -75,47 +75,6 @@ void lobby_ipc_emit(struct lobby *l, const struct lobby_event *e)
 	strbuf_release(&b);
 }
 
-/* Any JSON value as json.dumps writes it (the state holds strings,
- * numbers, booleans, lists of names and {name: id} maps). */
-static void put_value(struct pyjson *j, struct json_object *v)
-{
-	size_t n;
-
-	switch (json_object_get_type(v)) {
-	case json_type_null:
-		pyjson_null(j);
-		break;
-	case json_type_boolean:
-		pyjson_bool(j, json_object_get_boolean(v));
-		break;
-	case json_type_int:
-		pyjson_int(j, (long long)json_object_get_int64(v));
-		break;
-	case json_type_double:
-		pyjson_float(j, json_object_get_double(v));
-		break;
-	case json_type_string:
-		pyjson_str(j, json_object_get_string(v), (size_t)json_object_get_string_len(v));
-		break;
-	case json_type_array:
-		pyjson_arr_begin(j);
-		n = json_object_array_length(v);
-		for (size_t k = 0; k < n; k++)
-			put_value(j, json_object_array_get_idx(v, k));
-		pyjson_arr_end(j);
-		break;
-	case json_type_object:
-		pyjson_obj_begin(j);
-		json_object_object_foreach(v, key, val)
-		{
-			pyjson_key(j, key);
-			put_value(j, val);
-		}
-		pyjson_obj_end(j);
-		break;
-	}
-}
-
 /* Python's str.split() separators (str.isspace). */
 static bool is_space(uint32_t c)
 {
@@ -299,7 +258,7 @@ static void write_state(struct lobby_ipc *i)
 
 	strbuf_init(&b, EVENT_MAX);
 	pyjson_init(&j, &b);
-	put_value(&j, i->state);
+	lobby_json_put(&j, i->state);
 	if (j.bad)
 		b.bad = true;
 	write_file(i, i->state_path, &b);

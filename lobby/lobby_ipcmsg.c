@@ -167,6 +167,47 @@ static void roster_join(struct pyjson *j, const struct lobby_event_roster *r)
 	key_str(j, "mode", r->mode);
 }
 
+/* Any JSON value as json.dumps writes it (the state holds strings,
+ * numbers, booleans, lists of names and {name: id} maps). */
+void lobby_json_put(struct pyjson *j, struct json_object *v)
+{
+	size_t n;
+
+	switch (json_object_get_type(v)) {
+	case json_type_null:
+		pyjson_null(j);
+		break;
+	case json_type_boolean:
+		pyjson_bool(j, json_object_get_boolean(v));
+		break;
+	case json_type_int:
+		pyjson_int(j, (long long)json_object_get_int64(v));
+		break;
+	case json_type_double:
+		pyjson_float(j, json_object_get_double(v));
+		break;
+	case json_type_string:
+		pyjson_str(j, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+		break;
+	case json_type_array:
+		pyjson_arr_begin(j);
+		n = json_object_array_length(v);
+		for (size_t k = 0; k < n; k++)
+			lobby_json_put(j, json_object_array_get_idx(v, k));
+		pyjson_arr_end(j);
+		break;
+	case json_type_object:
+		pyjson_obj_begin(j);
+		json_object_object_foreach(v, key, val)
+		{
+			pyjson_key(j, key);
+			lobby_json_put(j, val);
+		}
+		pyjson_obj_end(j);
+		break;
+	}
+}
+
 int lobby_event_encode(const struct lobby_event *e, struct strbuf *out)
 {
 	struct pyjson j;
@@ -260,6 +301,14 @@ int lobby_event_encode(const struct lobby_event *e, struct strbuf *out)
 	case LOBBY_EV_MODS_CANCELLED:
 		key_str(&j, "type", "mods_cancelled");
 		key_str(&j, "text", e->mods_cancelled);
+		break;
+	case LOBBY_EV_TRAVERSAL:
+		key_str(&j, "type", "traversal");
+		json_object_object_foreach(e->traversal, key, val)
+		{
+			pyjson_key(&j, key);
+			lobby_json_put(&j, val);
+		}
 		break;
 	}
 	pyjson_obj_end(&j);

@@ -73,11 +73,12 @@ enum lobby_event_type {
 	LOBBY_EV_ROSTER_JOIN, /* the joiner's: other fields, another order */
 	LOBBY_EV_CHAT,
 	LOBBY_EV_START,
-	LOBBY_EV_TRANSFER,      /* a save transfer's progress or state */
-	LOBBY_EV_SAVE_READY,    /* the joiner's save is verified and written */
-	LOBBY_EV_MODS_MANIFEST, /* the mods a save needs (host: advertised; joiner: told) */
-	LOBBY_EV_MODS_CLEAR,    /* joiner: nothing to install for them */
-	LOBBY_EV_MODS_CANCELLED /* joiner: the host's mod list cannot be taken */
+	LOBBY_EV_TRANSFER,       /* a save transfer's progress or state */
+	LOBBY_EV_SAVE_READY,     /* the joiner's save is verified and written */
+	LOBBY_EV_MODS_MANIFEST,  /* the mods a save needs (host: advertised; joiner: told) */
+	LOBBY_EV_MODS_CLEAR,     /* joiner: nothing to install for them */
+	LOBBY_EV_MODS_CANCELLED, /* joiner: the host's mod list cannot be taken */
+	LOBBY_EV_TRAVERSAL       /* ours: how the join got through (lobby_trav) */
 };
 
 struct lobby_event_roster {
@@ -138,10 +139,16 @@ struct lobby_event {
 			bool unknown;
 		} mods_manifest;
 		const char *mods_cancelled; /* mods_cancelled: "text" */
+		/* traversal: an object whose members follow "type" */
+		struct json_object *traversal;
 	};
 };
 
 /* Appends the event's JSON object to out (no newline). 0 or -EMSGSIZE. */
 int lobby_event_encode(const struct lobby_event *e, struct strbuf *out);
+struct pyjson;
+/* Any JSON value as Python's json.dumps writes it (strings, numbers,
+ * booleans, null, lists, objects in their key order). */
+void lobby_json_put(struct pyjson *j, struct json_object *v);
 
 #endif

@@ -40,6 +40,7 @@
 #include "lobby_logfwd.h"
 #include "lobby_mesh.h"
 #include "lobby_save.h"
+#include "lobby_trav.h"
 #include "lobby_xfer.h"
 #include "log.h"
 #include "seal.h"
@@ -132,6 +133,7 @@ static void fail(struct lobby *l, const char *detail, enum fail_state how, int s
 		j->failed_state = true;
 	}
 	lobby_rv_knock_stop(l);
+	lobby_trav_done(l->trav, false, detail);
 	lobby_exit(l, status);
 }
 
@@ -230,6 +232,7 @@ static void relay_offered(struct lobby *l, const struct addr *a)
 	if (j->ntargets == MAX_TARGETS)
 		return;
 	j->targets[j->ntargets++] = *a;
+	lobby_trav_target(l->trav, LOBBY_TRAV_RELAY, a);
 	log_info("dial-target-added target=%s", addr_str(a, s, sizeof(s)));
 }
 
@@ -294,6 +297,7 @@ static void connected(struct lobby_join *j, const struct addr *from)
 	j->host = *from;
 	j->connected_ms = j->last_host_ms = ev_now(l->loop);
 	lobby_rv_knock_stop(l);
+	lobby_trav_connected(l->trav, from);
 	log_info("connected host=%s after_ms=%lld hellos=%llu", addr_str(from, a, sizeof(a)),
 		 j->connected_ms - j->start_ms, (unsigned long long)j->hellos);
 	/* netsim impairs what we send once connected, as netpunch's joiner
@@ -691,6 +695,7 @@ static bool greeting(struct lobby_join *j, const char *version, const char *tl, 
 		ev_timer_start(l->loop, &j->logs, LOBBY_LOG_FLUSH_MS, on_logs, j);
 		lobby_ipc_status(l, "connected", "joined the host");
 		lobby_ipc_state(l, "state", json_object_new_string("connected"));
+		lobby_trav_done(l->trav, true, NULL);
 	}
 	emit_transport_lobby(j, tl);
 	return on_manifest(j, mods, mods_unknown);
@@ -814,7 +819,16 @@ static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const
 	switch (type) {
 	case NP1_HELLO:
 		/* A host punching toward our knock: answering opens our NAT. */
+		lobby_trav_host_hello(l->trav, from);
 		lobby_net_send_ctl(l->net, from, NP1_ACK, payload, len);
+		/* Its NAT is open toward us now: our HELLO goes through at
+		 * once instead of at the race's next tick (ours; netpunch waits
+		 * up to 100 ms). From the host's punch address, which a host's
+		 * symmetric NAT made for us, it may be the only way in. */
+		if (j->racing && !j->connected && !l->cfg.netpunch_schedule) {
+			lobby_net_send_ctl(l->net, from, NP1_HELLO, j->token, sizeof(j->token));
+			j->hellos++;
+		}
 		return;
 	case NP1_ACK:
 		if (mine && !j->connected) {
@@ -1094,12 +1108,26 @@ static void game_frame(struct lobby *l, const uint8_t *frame, size_t len)
 
 /* ---- start ---- */
 
+/* Which of the code's candidates a target is. */
+static enum lobby_trav_kind kind_of(const struct joincode *c, const struct addr *a)
+{
+	if (c->has_lan && addr_equal(a, &c->lan))
+		return LOBBY_TRAV_LAN;
+	if (c->has_v6 && addr_equal(a, &c->v6addr))
+		return LOBBY_TRAV_V6;
+	if ((c->has_vpn && addr_equal(a, &c->vpn)) || (c->has_vpn2 && addr_equal(a, &c->vpn2)))
+		return LOBBY_TRAV_VPN;
+	return LOBBY_TRAV_PUBLIC;
+}
+
 static void observed(struct lobby *l, void *arg)
 {
 	struct lobby_join *j = arg;
 	const struct joincode *me = lobby_observe_profile(l);
+	struct lobby_trav_plan plan;
 	struct addr targets[4];
 	char err[128], a[ADDR_STRLEN];
+	bool has_pub = false;
 	int n;
 
 	/* Our own code (no secret, no password) rides in join and knocks. */
@@ -1110,20 +1138,31 @@ static void observed(struct lobby *l, void *arg)
 		if (joincode_encode(&c, NULL, j->profile, sizeof(j->profile), err, sizeof(err)) < 0)
 			j->profile[0] = '\0';
 	}
+	lobby_trav_plan(me, &j->code, l->cfg.netpunch_schedule, &plan);
+	lobby_trav_observed(l->trav, me, &plan);
 	n = joincode_targets(&j->code, lobby_observe_public(l), targets, 4);
 	for (int i = 0; i < n; i++) {
+		enum lobby_trav_kind k = kind_of(&j->code, &targets[i]);
+
 		j->targets[j->ntargets++] = targets[i];
+		has_pub = has_pub || k == LOBBY_TRAV_PUBLIC;
+		lobby_trav_target(l->trav, k, &targets[i]);
 		log_info("dial-target target=%s", addr_str(&targets[i], a, sizeof(a)));
 	}
+	if (j->code.has_public && !has_pub)
+		lobby_trav_skipped(l->trav, LOBBY_TRAV_PUBLIC, &j->code.pub,
+				   "our public address is the host's: same NAT, the LAN path "
+				   "instead of the hairpin");
 	if (n == 0)
 		log_warnx("no-candidates reason=\"the code has no IPv4 address to dial\"");
 	/* "dialing host" was said before the code was decoded (main.c). */
 	j->racing = true;
+	lobby_trav_race(l->trav);
 	ev_timer_start(l->loop, &j->hello, 0, on_hello, j);
 	/* Knock when the code carries a secret, a master is set and we know
-	 * our own address. */
+	 * our own address: when the plan says, beside the race. */
 	if (j->code.has_secret && lobby_rv_url(l) != NULL && j->profile[0] != '\0')
-		lobby_rv_knock_start(l);
+		lobby_rv_knock_start(l, plan.knock_after_ms, plan.relay_from_knock);
 }
 
 static void join_free(struct lobby *l)
@@ -1146,6 +1185,8 @@ static void join_free(struct lobby *l)
 	ev_timer_stop(l->loop, &j->keepalive);
 	ev_timer_stop(l->loop, &j->watch);
 	ev_timer_stop(l->loop, &j->logs);
+	lobby_trav_free(l->trav);
+	l->trav = NULL;
 	free(j->last_roster);
 	free(j->manifest_key);
 	lobby_xrecv_free(j->xrecv);
@@ -1240,6 +1281,9 @@ static int start(struct lobby *l, const struct joincode *code)
 	if (j->xrecv == NULL)
 		return -ENOMEM;
 	j->start_ms = ev_now(l->loop);
+	l->trav = lobby_trav_new(l, code);
+	if (l->trav == NULL)
+		return -ENOMEM;
 	ev_timer_start(l->loop, &j->watch, 250, on_watch, j);
 	/* A joiner observes itself without a word (lobby.py cmd_join). */
 	n = lobby_net_new(l, port);

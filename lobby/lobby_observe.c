@@ -149,14 +149,8 @@ static void finish(struct lobby_observe *o)
 			addr_set_port(&ext, lobby_net_port(l->net));
 			/* A router whose own WAN address is not what STUN saw sits
 			 * behind another NAT. */
-			if (o->has_public) {
-				struct addr_ip x, y;
-
-				addr_to_ip(&ext, &x);
-				addr_to_ip(&o->public_addr, &y);
-				if (memcmp(x.b, y.b, sizeof(x.b)) != 0)
-					p->cgnat = true;
-			}
+			if (o->has_public && !addr_same_ip(&ext, &o->public_addr))
+				p->cgnat = true;
 			if (!p->cgnat) {
 				o->has_public = true;
 				o->public_addr = ext;
@@ -390,6 +384,28 @@ const struct joincode *lobby_observe_profile(const struct lobby *l)
 const struct addr *lobby_observe_public(const struct lobby *l)
 {
 	return l->obs != NULL && l->obs->done && l->obs->has_public ? &l->obs->public_addr : NULL;
+}
+
+const char *lobby_observe_mapping(const struct lobby *l)
+{
+	const struct lobby_observe *o = l->obs;
+
+	return o != NULL && o->upnp_done && o->upnp_res.udp_mapped ? "upnp" : NULL;
+}
+
+const char *lobby_observe_mapping_error(const struct lobby *l)
+{
+	const struct lobby_observe *o = l->obs;
+
+	if (o == NULL || lobby_observe_mapping(l) != NULL)
+		return NULL;
+	if (!o->upnp_pending)
+		return "not asked (a joiner, or --upnp off)";
+	if (!o->upnp_done)
+		return "the router did not answer in time";
+	if (!o->upnp_res.igd)
+		return "no UPnP router answered";
+	return o->upnp_res.error[0] != '\0' ? o->upnp_res.error : "the router refused the mapping";
 }
 
 void lobby_observe_print(const struct lobby *l)

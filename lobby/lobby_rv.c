@@ -2,14 +2,21 @@
  * The master's rendezvous and list, over libcurl inside the loop
  * (netpunch-wire.md §5, §6; master-api.md).
  *
- * Joiner: after 4 s of unanswered HELLOs, POST <master>/knock every 2 s
- * with our own code sealed under the knock key; from the second knock on
- * ask for a relay port too, and bind each one we are given (TRLB|id|J from
- * the game socket) and dial it as one more candidate.
- * Host: GET <master>/knock?s=<tag>&since=<t> every second; each note that
- * opens names the joiner's addresses, which we punch with HELLOs every
- * 200 ms for 15 s (public first, then LAN) so our NAT lets its HELLOs in;
- * a note with a relay makes us bind that port (TRLB|id|H) as long.
+ * Joiner: POST <master>/knock every 2 s with our own code sealed under the
+ * knock key, from when the joiner's plan says (lobby_trav_plan: at once
+ * unless the host is reachable directly; netpunch's schedule waits 4 s);
+ * from the knock the plan names on (the first when either side is
+ * symmetric or behind a CGNAT, else the second) ask for a relay port too,
+ * and bind each one we are given (TRLB|id|J from the game socket) and dial
+ * it as one more candidate.
+ * Host: GET <master>/knock?s=<tag>&since=<t>: every 250 ms while nobody
+ * has joined or a knock came in the last 30 s (a knock is then answered
+ * within a quarter second), else every second as netpunch polls (the
+ * master does not limit polls; --schedule netpunch polls every second
+ * always). Each note that opens names the joiner's addresses, which we
+ * punch with HELLOs every 200 ms for 15 s (public first, then LAN) so our
+ * NAT lets its HELLOs in; a note with a relay makes us bind that port
+ * (TRLB|id|H) as long.
  * Publish: with --publish URL --public, POST /announce every 10 s and
  * /leave on exit.
  */
@@ -25,6 +32,7 @@
 #include "frame.h"
 #include "jsonp.h"
 #include "lobby.h"
+#include "lobby_trav.h"
 #include "log.h"
 #include "pyjson.h"
 #include "seal.h"
@@ -49,6 +57,7 @@ struct bind {
 	uint8_t id[NP1_RELAY_ID_LEN];
 	long long until;
 	bool acked;
+	uint8_t token[NP1_TOKEN_LEN]; /* the host's HELLOs through it */
 };
 
 struct lobby_rv {
@@ -64,11 +73,13 @@ struct lobby_rv {
 	struct punch punches[MAX_PUNCH];
 	struct bind binds[MAX_BIND];
 	uint64_t notes, notes_bad;
+	long long last_note_ms; /* when the last knock opened (-1: none yet) */
 	/* joiner */
 	struct ev_timer knock_timer;
 	struct curlev_req *knock_req;
 	bool knocking;
 	int knocks;
+	int relay_from_knock;
 	char nonce[13];
 	char profile[JOINCODE_MAX_TEXT];
 	bool relay_added;
@@ -129,15 +140,21 @@ static void add_bind(struct lobby_rv *r, const struct addr *relay,
 	memcpy(free_slot->id, id, NP1_RELAY_ID_LEN);
 	free_slot->until = now_ms(r) + LOBBY_RV_PUNCH_FOR_MS;
 	free_slot->acked = false;
+	randombytes_buf(free_slot->token, sizeof(free_slot->token));
 }
 
-static void send_bind(struct lobby_rv *r, const struct addr *relay, const uint8_t *id)
+static void send_bind(struct lobby_rv *r, const struct bind *b)
 {
 	uint8_t pkt[NP1_TRLB_LEN];
-	int n = np1_trlb_build(pkt, sizeof(pkt), id, r->l->role->bind_as);
+	int n = np1_trlb_build(pkt, sizeof(pkt), b->id, r->l->role->bind_as);
 
 	if (n > 0)
-		lobby_net_send_raw(r->l->net, relay, pkt, (size_t)n);
+		lobby_net_send_raw(r->l->net, &b->relay, pkt, (size_t)n);
+	/* Ours: a host bound to the relay also says HELLO through it, so the
+	 * joiner's answer (its own HELLO at once) connects us without
+	 * waiting for its race's next tick. */
+	if (b->acked && r->l->role->bind_as == NP1_ROLE_HOST && !r->l->cfg.netpunch_schedule)
+		lobby_net_send_ctl(r->l->net, &b->relay, NP1_HELLO, b->token, sizeof(b->token));
 }
 
 void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *id)
@@ -154,6 +171,7 @@ void lobby_rv_trla(struct lobby *l, const struct addr *from, const uint8_t *id)
 		    memcmp(b->id, id, NP1_RELAY_ID_LEN) == 0) {
 			b->acked = true;
 			log_info("relay-bound relay=%s", addr_str(from, a, sizeof(a)));
+			send_bind(r, b);
 		}
 	}
 }
@@ -214,7 +232,7 @@ static void on_punch(struct ev_timer *t, void *arg)
 			continue;
 		}
 		any = true;
-		send_bind(r, &b->relay, b->id);
+		send_bind(r, b);
 	}
 	if (any)
 		ev_timer_start(r->l->loop, t, LOBBY_RV_PUNCH_EVERY_MS, on_punch, r);
@@ -302,6 +320,7 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 		return;
 	}
 	r->notes++;
+	r->last_note_ms = now_ms(r);
 	start_punch(r, &c);
 	if (json_object_object_get_ex(note, "relay", &rel)) {
 		struct addr relay;
@@ -320,6 +339,24 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 
 static void on_poll(struct ev_timer *t, void *arg);
 
+/* Fast while a knock is likely (nobody in yet, or one just came), as
+ * netpunch otherwise. */
+static long long poll_every(const struct lobby_rv *r)
+{
+	const struct lobby *l = r->l;
+	struct lobby_advert ad;
+
+	if (l->cfg.netpunch_schedule)
+		return LOBBY_RV_POLL_EVERY_MS;
+	if (r->last_note_ms >= 0 && now_ms(r) - r->last_note_ms < LOBBY_RV_POLL_FAST_FOR_MS)
+		return LOBBY_RV_POLL_FAST_MS;
+	/* Nobody in yet (a relay lobby counts no player of its own). */
+	if (l->role->advert != NULL && l->role->advert(l, &ad) &&
+	    ad.players <= (strcmp(ad.type, "relay") == 0 ? 0u : 1u))
+		return LOBBY_RV_POLL_FAST_MS;
+	return LOBBY_RV_POLL_EVERY_MS;
+}
+
 static void on_poll_done(void *arg, int result, long status, const char *body, size_t len)
 {
 	struct lobby_rv *r = arg;
@@ -327,7 +364,7 @@ static void on_poll_done(void *arg, int result, long status, const char *body, s
 	char err[96];
 
 	r->poll_req = NULL;
-	ev_timer_start(r->l->loop, &r->poll_timer, LOBBY_RV_POLL_EVERY_MS, on_poll, r);
+	ev_timer_start(r->l->loop, &r->poll_timer, poll_every(r), on_poll, r);
 	if (result < 0 || status != 200) {
 		log_debug("knock-poll-fail result=%d status=%ld", result, status);
 		return;
@@ -355,7 +392,7 @@ static void on_poll(struct ev_timer *t, void *arg)
 	r->poll_req = curlev_request(r->l->curl, url, NULL, 0, r->user_agent,
 				     LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_poll_done, r);
 	if (r->poll_req == NULL)
-		ev_timer_start(r->l->loop, &r->poll_timer, LOBBY_RV_POLL_EVERY_MS, on_poll, r);
+		ev_timer_start(r->l->loop, &r->poll_timer, poll_every(r), on_poll, r);
 }
 
 int lobby_rv_host_start(struct lobby *l)
@@ -380,10 +417,14 @@ static void on_knock_done(void *arg, int result, long status, const char *body, 
 	r->knock_req = NULL;
 	if (result < 0 || status != 200) {
 		log_info("knock-fail result=%d status=%ld", result, status);
+		lobby_trav_knock_reply(r->l->trav, result < 0 ? -1 : status, false);
 		return;
 	}
-	if (jsonp_parse(body, len, 8, &o, err, sizeof(err)) < 0)
+	if (jsonp_parse(body, len, 8, &o, err, sizeof(err)) < 0) {
+		lobby_trav_knock_reply(r->l->trav, -1, false);
 		return;
+	}
+	lobby_trav_knock_reply(r->l->trav, status, json_object_object_get_ex(o, "relay", NULL));
 	if (json_object_object_get_ex(o, "relay", &rel)) {
 		struct addr relay;
 		uint8_t id[NP1_RELAY_ID_LEN];
@@ -434,7 +475,7 @@ static void on_knock(struct ev_timer *t, void *arg)
 	pyjson_cstr(&j, r->tag);
 	pyjson_key(&j, "blob");
 	pyjson_cstr(&j, b64);
-	if (r->knocks >= LOBBY_RV_RELAY_FROM_KNOCK) {
+	if (r->knocks >= r->relay_from_knock) {
 		pyjson_key(&j, "relay");
 		pyjson_int(&j, 1);
 		pyjson_key(&j, "j");
@@ -444,12 +485,12 @@ static void on_knock(struct ev_timer *t, void *arg)
 	url_of(r->base, "/knock", url, sizeof(url));
 	r->knock_req = curlev_request(l->curl, url, b.p, b.len, r->user_agent,
 				      LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_knock_done, r);
-	log_info("knock n=%d relay=%s", r->knocks,
-		 r->knocks >= LOBBY_RV_RELAY_FROM_KNOCK ? "yes" : "no");
+	log_info("knock n=%d relay=%s", r->knocks, r->knocks >= r->relay_from_knock ? "yes" : "no");
+	lobby_trav_knock(l->trav, r->knocks, r->knocks >= r->relay_from_knock);
 	strbuf_release(&b);
 }
 
-int lobby_rv_knock_start(struct lobby *l)
+int lobby_rv_knock_start(struct lobby *l, long long after_ms, int relay_from_knock)
 {
 	struct lobby_rv *r = l->rv;
 	const struct joincode *me = lobby_observe_profile(l);
@@ -467,7 +508,8 @@ int lobby_rv_knock_start(struct lobby *l)
 	randombytes_buf(nonce, sizeof(nonce));
 	sodium_bin2hex(r->nonce, sizeof(r->nonce), nonce, sizeof(nonce));
 	r->knocking = true;
-	ev_timer_start(l->loop, &r->knock_timer, LOBBY_RV_KNOCK_AFTER_MS, on_knock, r);
+	r->relay_from_knock = relay_from_knock;
+	ev_timer_start(l->loop, &r->knock_timer, after_ms, on_knock, r);
 	return 0;
 }
 
@@ -621,6 +663,7 @@ int lobby_rv_new(struct lobby *l)
 	if (r == NULL)
 		return -ENOMEM;
 	r->l = l;
+	r->last_note_ms = -1;
 	ev_timer_init(&r->poll_timer);
 	ev_timer_init(&r->punch_timer);
 	ev_timer_init(&r->knock_timer);

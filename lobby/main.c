@@ -32,7 +32,9 @@
 #include "lobby_logfwd.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
+#include "lobby_trav.h"
 #include "log.h"
+#include "strbuf.h"
 #include "seal.h"
 
 static const char usage[] =
@@ -45,7 +47,7 @@ static const char usage[] =
 	"    rally-lobby join CODE [options]\n"
 	"    rally-lobby put-save SAVE --io-dir DIR\n"
 	"    rally-lobby code CODE [--password PW]\n"
-	"    rally-lobby observe [--stun HOST:PORT ...]\n"
+	"    rally-lobby observe [--json] [--stun HOST:PORT ...]\n"
 	"\n"
 	"DESCRIPTION\n"
 	"    The lobby beside the game, wire-compatible with netpunch 0.6.1.24\n"
@@ -75,12 +77,21 @@ static const char usage[] =
 	"    --relay-only              dedicated relay lobby: no player here, the\n"
 	"                              oldest player leads (docs/lobby.md)\n"
 	"    --dedicated               keep the code across restarts\n"
-	"\n"
+	"\n";
+
+/* The rest of the page (one literal would pass C99's 4,095 bytes). */
+static const char usage_ours[] =
 	"OPTIONS (ours)\n"
 	"    --stun HOST:PORT|off      STUN server, repeatable (default: netpunch's\n"
 	"                              public ones)\n"
 	"    --lan-ip IP[:PORT]        the LAN address (and port) to advertise\n"
 	"    --upnp on|off             ask the router for a port mapping (host; on)\n"
+	"    --schedule fast|netpunch  when a joiner knocks and asks for a relay port:\n"
+	"                              at once where a direct race cannot win alone\n"
+	"                              (fast), or netpunch's 4 s and 2nd knock; a\n"
+	"                              host polls its knocks 4x a second while a\n"
+	"                              knock is likely (fast) or every second\n"
+	"    --json                    observe: the profile as JSON\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
@@ -188,6 +199,16 @@ static void set_bulk(void *ctx, const char *s)
 		daemon_die_usage("--bulk-tcp %s: on or off", s);
 }
 
+static void set_schedule(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "netpunch") == 0)
+		c->netpunch_schedule = true;
+	else if (strcmp(s, "fast") != 0)
+		daemon_die_usage("--schedule %s: fast or netpunch", s);
+}
+
 static void set_fast(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
@@ -248,6 +269,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("stun", add_stun, c),
 		DAEMON_FN("lan-ip", set_lan, c),
 		DAEMON_FN("upnp", set_upnp, c),
+		DAEMON_FN("schedule", set_schedule, c),
+		DAEMON_BOOL("json", &c->observe_json),
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
 		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),
@@ -262,6 +285,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 	memset(c, 0, sizeof(*c));
 	if (argc >= 2 && strcmp(argv[1], "-h") == 0) {
 		fputs(usage, stdout);
+		fputs(usage_ours, stdout);
 		exit(DAEMON_EXIT_OK);
 	}
 	snprintf(c->name, sizeof(c->name), "player");
@@ -543,10 +567,31 @@ static int begin_join(struct daemon *dm, struct lobby *l)
 	return ev_work_submit(l->loop, decode_work, decode_done, d);
 }
 
+/* rally-lobby observe: the profile in words and its details, or with
+ * --json the object lobby_state.json's traversal calls "you". */
 static void observed_print(struct lobby *l, void *arg)
 {
+	const struct joincode *p = lobby_observe_profile(l);
+	const char *map = lobby_observe_mapping(l), *why = lobby_observe_mapping_error(l);
+	struct json_object *o;
+	struct strbuf b;
+
 	(void)arg;
-	lobby_observe_print(l);
+	if (l->cfg.observe_json) {
+		o = lobby_trav_profile_json(p, map, why);
+		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED |
+							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(o);
+		fflush(stdout);
+	} else {
+		strbuf_init(&b, 4096);
+		lobby_trav_describe(p, map, why, &b);
+		if (b.p != NULL)
+			fwrite(b.p, 1, b.len, stdout);
+		strbuf_release(&b);
+		printf("\n");
+		lobby_observe_print(l);
+	}
 	lobby_exit(l, 0);
 }
 
@@ -558,7 +603,10 @@ int main(int argc, char **argv)
 	uint8_t sess[6];
 	int r;
 
-	daemon_init(d, "rally-lobby", usage);
+	static char page[sizeof(usage) + sizeof(usage_ours)];
+
+	snprintf(page, sizeof(page), "%s%s", usage, usage_ours);
+	daemon_init(d, "rally-lobby", page);
 	d->version_note = "(netpunch protocol " LOBBY_VERSION_DEFAULT ")";
 	parse_args(d, argc, argv, &l->cfg);
 	if (d->check)

@@ -59,6 +59,9 @@ def scenario(env):
              "alice's own lines")
     check(not [ln for ln in peers_log(host).splitlines() if "old host line" in ln],
           "a file that existed is read from its end")
+    # The next line of that file may ride the next batch (1,000 bytes each).
+    wait_for(lambda: [ln for ln in tagged(host, "bob") if ln.startswith("[bob-bridge.log] xxx")],
+             10, "bob's long line")
     long = [ln for ln in tagged(host, "bob") if ln.startswith("[bob-bridge.log] xxx")]
     check(len(long) == 1 and len(long[0]) == 240 and long[0].endswith("..."),
           "the long line: %r" % long)

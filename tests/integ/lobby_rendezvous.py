@@ -3,7 +3,9 @@
 - publishing: `--publish URL --public` lists the lobby (code, players, type,
   version, locked) and refreshes it; the "publish" command toggles it;
   quitting sends /leave, so the row goes at once;
-- knocks and the relay fallback: the host advertises a LAN candidate that
+- knocks and the relay fallback on netpunch's schedule (--schedule
+  netpunch on both, what a netpunch lobby does: the lab tests the fast
+  one): the host advertises a LAN candidate that
   goes nowhere, so the joiner's HELLOs are unanswered; after 4 s it knocks
   at the master, from the 2nd knock asking for a relay port; the host's
   poll finds the note, binds the relay port too, and the two connect
@@ -29,7 +31,7 @@ def scenario(env):
     hb = Bridge(env, 1, send=200, rate=100, duration_ms=6000, name="bridge-host", wait_go=True)
     host = Lobby(env, "host", name="alice", args=[
         "--lan-ip", "127.0.0.1:1", "--rendezvous", url, "--publish", url, "--public",
-        "--lobby-name", "Relayed", "--game-local-port", str(hb.port)])
+        "--lobby-name", "Relayed", "--game-local-port", str(hb.port), "--schedule", "netpunch"])
     hb.connect(host)
     code = host.wait_code()
 
@@ -47,7 +49,7 @@ def scenario(env):
     # The direct path goes nowhere: knock, relay.
     jb = Bridge(env, 2, send=200, rate=100, duration_ms=6000, name="bridge-bob", wait_go=True)
     t0 = time.monotonic()
-    j = Lobby(env, "join", code=code, name="bob", args=["--rendezvous", url,
+    j = Lobby(env, "join", code=code, name="bob", args=["--rendezvous", url, "--schedule", "netpunch",
                                                          "--game-local-port", str(jb.port)])
     jb.connect(j)
     j.wait_status("connected", "^joined the host$", timeout=25)
