@@ -346,6 +346,10 @@ int lobby_rv_host_start(struct lobby *l);
  * relay port the master offers is bound and handed to role->relay_offered. */
 int lobby_rv_knock_start(struct lobby *l, long long after_ms, int relay_from_knock);
 void lobby_rv_knock_stop(struct lobby *l);
+/* Host: whether a joiner at from came through a knock we answered: 2
+ * through the relay port it brought, 1 on its public address (any port),
+ * 0 not; *age_ms is then the time since that knock. */
+int lobby_rv_knock_match(const struct lobby *l, const struct addr *from, long long *age_ms);
 /* A datagram from addr made it: stop punching/binding toward it. */
 void lobby_rv_peer_seen(struct lobby *l, const struct addr *addr);
 /* Publishing (--publish URL --public): announce every 10 s; leave. */

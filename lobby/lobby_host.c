@@ -39,6 +39,7 @@
 #include "lobby_dual.h"
 #include "lobby_relay.h"
 #include "lobby_logfwd.h"
+#include "lobby_trav.h"
 #include "lobby_xfer.h"
 #include "log.h"
 #include "num.h"
@@ -716,6 +717,8 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	lobby_dual_peer_up(l, &p->addr, p->name, h->name);
 	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
 		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company, players(h));
+	if (created)
+		lobby_trav_host_join(l, p->name, from, p->profile);
 	send_welcome(h, p);
 	/* A relay's letter, and what a newcomer is told of the world (before
 	 * the roster, as lobby.py do_join does). */

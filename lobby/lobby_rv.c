@@ -60,6 +60,15 @@ struct bind {
 	uint8_t token[NP1_TOKEN_LEN]; /* the host's HELLOs through it */
 };
 
+/* A knock the host answered, for saying later how its joiner came in. */
+struct knock_seen {
+	struct addr pub, relay;
+	bool has_pub, has_relay;
+	long long at;
+};
+
+#define KNOCKS_SEEN (32)
+
 struct lobby_rv {
 	struct lobby *l;
 	char base[LOBBY_URL_MAX];
@@ -74,6 +83,8 @@ struct lobby_rv {
 	struct bind binds[MAX_BIND];
 	uint64_t notes, notes_bad;
 	long long last_note_ms; /* when the last knock opened (-1: none yet) */
+	struct knock_seen seen[KNOCKS_SEEN];
+	unsigned nseen;
 	/* joiner */
 	struct ev_timer knock_timer;
 	struct curlev_req *knock_req;
@@ -295,6 +306,7 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 	struct json_object *t, *rel;
 	char code[JOINCODE_MAX_TEXT], err[128];
 	struct joincode c;
+	struct knock_seen *ks;
 	size_t slen;
 	int n;
 
@@ -321,6 +333,8 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 	}
 	r->notes++;
 	r->last_note_ms = now_ms(r);
+	ks = &r->seen[r->nseen++ % KNOCKS_SEEN];
+	*ks = (struct knock_seen){.pub = c.pub, .has_pub = c.has_public, .at = r->last_note_ms};
 	start_punch(r, &c);
 	if (json_object_object_get_ex(note, "relay", &rel)) {
 		struct addr relay;
@@ -328,6 +342,8 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 		char a[ADDR_STRLEN];
 
 		if (parse_relay(r, rel, &relay, id)) {
+			ks->relay = relay;
+			ks->has_relay = true;
 			log_info("relay-offered relay=%s role=host",
 				 addr_str(&relay, a, sizeof(a)));
 			add_bind(r, &relay, id);
@@ -393,6 +409,29 @@ static void on_poll(struct ev_timer *t, void *arg)
 				     LOBBY_RV_HTTP_TIMEOUT_MS, RESPONSE_MAX, on_poll_done, r);
 	if (r->poll_req == NULL)
 		ev_timer_start(r->l->loop, &r->poll_timer, poll_every(r), on_poll, r);
+}
+
+int lobby_rv_knock_match(const struct lobby *l, const struct addr *from, long long *age_ms)
+{
+	const struct lobby_rv *r = l->rv;
+	unsigned n;
+
+	if (r == NULL)
+		return 0;
+	n = r->nseen < KNOCKS_SEEN ? r->nseen : KNOCKS_SEEN;
+	/* Newest first: the knock that brought this joiner. */
+	for (unsigned k = 0; k < n; k++) {
+		const struct knock_seen *ks = &r->seen[(r->nseen - 1 - k) % KNOCKS_SEEN];
+
+		*age_ms = now_ms(r) - ks->at;
+		if (ks->has_relay && addr_equal(&ks->relay, from))
+			return 2;
+		/* Its own public address, or another port of it (a symmetric
+		 * NAT's for us). */
+		if (ks->has_pub && addr_same_ip(&ks->pub, from))
+			return 1;
+	}
+	return 0;
 }
 
 int lobby_rv_host_start(struct lobby *l)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lobby.h"
 #include "lobby_ipcmsg.h"
@@ -453,4 +454,52 @@ void lobby_trav_done(struct lobby_trav *t, bool ok, const char *detail)
 	e = (struct lobby_event){.type = LOBBY_EV_TRAVERSAL, .traversal = o};
 	lobby_ipc_emit(t->l, &e);
 	lobby_ipc_state(t->l, "traversal", o); /* takes o */
+}
+
+/* ---- the host's side ---- */
+
+void lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *from,
+			  const char *profile)
+{
+	struct json_object *o, *peer;
+	struct lobby_event e;
+	struct joincode c;
+	bool has_code = false;
+	const char *path;
+	long long age = -1;
+	char s[ADDR_STRLEN], err[96];
+	int m = lobby_rv_knock_match(l, from, &age);
+
+	if (profile != NULL && profile[0] != '\0' &&
+	    joincode_decode(profile, NULL, (long long)time(NULL), &c, err, sizeof(err)) == 0)
+		has_code = true;
+	if (m == 2)
+		path = "relay";
+	else if (has_code && c.has_lan && addr_equal(from, &c.lan))
+		path = "lan";
+	else if (has_code && c.has_v6 && addr_equal(from, &c.v6addr))
+		path = "v6";
+	else if (m == 1)
+		path = "punched";
+	else
+		path = "public";
+	o = json_object_new_object();
+	json_object_object_add(o, "role", json_object_new_string("host"));
+	json_object_object_add(o, "you",
+			       lobby_trav_profile_json(lobby_observe_profile(l),
+						       lobby_observe_mapping(l),
+						       lobby_observe_mapping_error(l)));
+	peer = has_code ? lobby_trav_profile_json(&c, NULL, NULL) : json_object_new_object();
+	json_object_object_add(peer, "name", json_object_new_string(name));
+	json_object_object_add(peer, "path", json_object_new_string(path));
+	json_object_object_add(peer, "via", json_object_new_string(addr_str(from, s, sizeof(s))));
+	json_object_object_add(peer, "knocked", json_object_new_boolean(m != 0));
+	json_object_object_add(peer, "ms_since_knock", m != 0 ? json_object_new_int64(age) : NULL);
+	json_object_object_add(o, "peer", peer);
+	log_info("traversal role=host peer=\"%s\" path=%s via=%s nat=%s knocked=%d "
+		 "ms_since_knock=%lld",
+		 name, path, s, has_code ? lobby_trav_nat(&c) : "unknown", m != 0, age);
+	e = (struct lobby_event){.type = LOBBY_EV_TRAVERSAL, .traversal = o};
+	lobby_ipc_emit(l, &e);
+	lobby_ipc_state(l, "traversal", o); /* the latest join's; takes o */
 }
