@@ -45,7 +45,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from lab import Lab  # noqa: E402
-from harness import LOBBY_BIN, check, run  # noqa: E402
+from harness import LOBBY_BIN, check, run, wait_for  # noqa: E402
 from lobbylab import close_lab, host_lobby, join_lobby, lobby_args, path_of, wait_joined  # noqa: E402
 
 # name, host site, joiner site, host UPnP, joiner schedule, path, plan, why
@@ -94,7 +94,10 @@ def scenario(env):
         check(coarse == want_coarse, "%s: connected over %s (%s:%d), wanted %s" % (
             name, coarse, ip, port, want_coarse))
 
-        st = j.state()["traversal"]
+        # The record follows the status that says "joined": the event
+        # first, then lobby_state.json.
+        j.wait_event(lambda e: e.get("type") == "traversal", 5, "the traversal event")
+        st = wait_for(lambda: (j.state() or {}).get("traversal"), 5, "traversal in the state")
         evs = j.events("traversal")
         check(len(evs) == 1, "%s: traversal events %r" % (name, evs))
         ev = dict(evs[0])
