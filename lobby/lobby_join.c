@@ -1127,7 +1127,7 @@ static void observed(struct lobby *l, void *arg)
 	struct lobby_trav_plan plan;
 	struct addr targets[4];
 	char err[128], a[ADDR_STRLEN];
-	bool has_pub = false;
+	bool has_pub = false, can_knock;
 	int n;
 
 	/* Our own code (no secret, no password) rides in join and knocks. */
@@ -1139,6 +1139,14 @@ static void observed(struct lobby *l, void *arg)
 			j->profile[0] = '\0';
 	}
 	lobby_trav_plan(me, &j->code, l->cfg.netpunch_schedule, &plan);
+	can_knock = j->code.has_secret && lobby_rv_url(l) != NULL && j->profile[0] != '\0';
+	if (!can_knock) {
+		plan.name = "race";
+		snprintf(plan.why, sizeof(plan.why), "no knock (%s): the race alone",
+			 !j->code.has_secret       ? "the code carries no secret to knock with"
+			 : lobby_rv_url(l) == NULL ? "no master to knock at: --rendezvous off"
+						   : "our own address is unknown: no STUN answer");
+	}
 	lobby_trav_observed(l->trav, me, &plan);
 	n = joincode_targets(&j->code, lobby_observe_public(l), targets, 4);
 	for (int i = 0; i < n; i++) {
@@ -1161,7 +1169,7 @@ static void observed(struct lobby *l, void *arg)
 	ev_timer_start(l->loop, &j->hello, 0, on_hello, j);
 	/* Knock when the code carries a secret, a master is set and we know
 	 * our own address: when the plan says, beside the race. */
-	if (j->code.has_secret && lobby_rv_url(l) != NULL && j->profile[0] != '\0')
+	if (can_knock)
 		lobby_rv_knock_start(l, plan.knock_after_ms, plan.relay_from_knock);
 }
 

@@ -56,6 +56,15 @@ def scenario(env):
     check("host" in ev.get("detail", "") or "reach" in ev.get("detail", ""),
           "the failed status says why: %r" % ev)
     check(not host.grep(r"\bjoin peer="), "nobody got into the lobby")
+    # Its traversal record says so: no path, every candidate unanswered.
+    tr = j0.state().get("traversal")
+    check(tr and tr["result"] == "failed" and tr["path"] is None and
+          tr["detail"] == ev.get("detail") and tr["knocks"] == 0 and tr["plan"] == "race" and
+          "--rendezvous off" in tr["plan_why"] and tr["candidates"] and
+          all(c["result"] == "no answer" for c in tr["candidates"]) and
+          tr["ms"]["failed"] is not None and tr["ms"]["connected"] is None,
+          "the failed join's traversal record: %r" % tr)
+    check(j0.grep(r"\btraversal result=failed path=- "), "the failed join's traversal line")
 
     # Through the knock.
     bb = bridge(lab, hb, 2, send=200, rate=100, duration_ms=6000, wait_go=True)
