@@ -116,6 +116,7 @@ struct lobby_cfg {
 	size_t nstun;
 	bool stun_off;
 	bool upnp_off;
+	bool natpmp_off; /* --natpmp off: no NAT-PMP when UPnP does not map */
 	char protocol_version[64];
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;
@@ -302,9 +303,10 @@ void lobby_net_stats(const struct lobby_net *n, struct lobby_net_stats *out);
 typedef void lobby_observe_cb(struct lobby *l, void *arg);
 /*
  * STUN on the game socket against every configured server (names resolved
- * on the worker), UPnP (host only, unless --upnp off), the LAN address;
- * then the NAT class and our profile code. cb runs once, when all answered
- * or after about 3 s.
+ * on the worker), the router's mappings when upnp (a host): UPnP unless
+ * --upnp off, then NAT-PMP unless --natpmp off when UPnP made none; the LAN
+ * address; then the NAT class and our profile code. cb runs once, when all
+ * answered or after at most 6 s.
  */
 int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *arg);
 /* What the host begins with: bind the lobby socket (port 0: any), say
@@ -319,8 +321,15 @@ const struct joincode *lobby_observe_profile(const struct lobby *l);
 const struct addr *lobby_observe_public(const struct lobby *l);
 /* Prints the profile as JSON lines (rally-lobby observe). */
 void lobby_observe_print(const struct lobby *l);
-/* Removes the UPnP mappings (exit path). */
+/* Removes the UPnP and NAT-PMP mappings (exit path). */
 void lobby_observe_unmap(struct lobby *l, long timeout_ms);
+/* Which port mapping the router made for us: "upnp", "natpmp", or NULL
+ * when there is none (yet). */
+const char *lobby_observe_mapping(const struct lobby *l);
+/* Why there is no mapping, in a few words for a person ("off", "no UPnP
+ * router answered; NAT-PMP: no gateway answered", "router refused the
+ * mapping: ..."); NULL when mapped. Lives as long as the lobby. */
+const char *lobby_observe_mapping_error(const struct lobby *l);
 
 /* ---- lobby_rv.c: the master's rendezvous and list ---- */
 

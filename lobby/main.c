@@ -81,6 +81,7 @@ static const char usage[] =
 	"                              public ones)\n"
 	"    --lan-ip IP[:PORT]        the LAN address (and port) to advertise\n"
 	"    --upnp on|off             ask the router for a port mapping (host; on)\n"
+	"    --natpmp on|off           ask it by NAT-PMP when UPnP does not map (host; on)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
@@ -92,7 +93,10 @@ static const char usage[] =
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
 	"\n"
-	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n"
+	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n";
+
+/* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_rest[] =
 	"\n"
 	"OUTPUT\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
@@ -178,6 +182,16 @@ static void set_upnp(void *ctx, const char *s)
 		daemon_die_usage("--upnp %s: on or off", s);
 }
 
+static void set_natpmp(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "off") == 0)
+		c->natpmp_off = true;
+	else if (strcmp(s, "on") != 0)
+		daemon_die_usage("--natpmp %s: on or off", s);
+}
+
 static void set_bulk(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
@@ -248,6 +262,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("stun", add_stun, c),
 		DAEMON_FN("lan-ip", set_lan, c),
 		DAEMON_FN("upnp", set_upnp, c),
+		DAEMON_FN("natpmp", set_natpmp, c),
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
 		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),
@@ -262,6 +277,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 	memset(c, 0, sizeof(*c));
 	if (argc >= 2 && strcmp(argv[1], "-h") == 0) {
 		fputs(usage, stdout);
+		fputs(usage_rest, stdout);
 		exit(DAEMON_EXIT_OK);
 	}
 	snprintf(c->name, sizeof(c->name), "player");
@@ -553,12 +569,14 @@ static void observed_print(struct lobby *l, void *arg)
 int main(int argc, char **argv)
 {
 	static struct app app;
+	static char page[sizeof(usage) + sizeof(usage_rest)];
 	struct daemon *d = &app.d;
 	struct lobby *l = &app.l;
 	uint8_t sess[6];
 	int r;
 
-	daemon_init(d, "rally-lobby", usage);
+	snprintf(page, sizeof(page), "%s%s", usage, usage_rest);
+	daemon_init(d, "rally-lobby", page);
 	d->version_note = "(netpunch protocol " LOBBY_VERSION_DEFAULT ")";
 	parse_args(d, argc, argv, &l->cfg);
 	if (d->check)
