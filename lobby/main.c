@@ -604,6 +604,8 @@ int main(int argc, char **argv)
 		if (r < 0 || lobby_observe_start(l, true, observed_print, NULL) < 0)
 			log_fatalx("observe-fail");
 		ev_loop_run(l->loop);
+		/* A look, not a lobby: leave the router as we found it. */
+		lobby_observe_unmap(l, 3000);
 		r = DAEMON_EXIT_OK;
 		goto out;
 	}
