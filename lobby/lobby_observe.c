@@ -509,14 +509,14 @@ void lobby_observe_print(const struct lobby *l)
 {
 	const struct lobby_observe *o = l->obs;
 	const struct joincode *p = &o->profile;
-	char a[ADDR_STRLEN];
+	char a[ADDR_STRLEN], b[ADDR_STRLEN];
 
 	printf("lan=%s\n", p->has_lan ? addr_str(&p->lan, a, sizeof(a)) : "");
 	printf("public=%s\n", p->has_public ? addr_str(&p->pub, a, sizeof(a)) : "");
 	for (size_t i = 0; i < o->nstun; i++) {
 		if (o->stun[i].resolved)
 			printf("stun %s -> %s\n", addr_str(&o->stun[i].server, a, sizeof(a)),
-			       o->stun[i].answered ? addr_str(&o->stun[i].mapped, a, sizeof(a))
+			       o->stun[i].answered ? addr_str(&o->stun[i].mapped, b, sizeof(b))
 						   : "no answer");
 	}
 	printf("nat=%s\n", p->open         ? "open"
