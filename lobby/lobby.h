@@ -116,7 +116,7 @@ struct lobby_cfg {
 	size_t nstun;
 	bool stun_off;
 	bool upnp_off;
-	bool natpmp_off; /* --natpmp off: no NAT-PMP when UPnP does not map */
+	bool natpmp_off; /* --natpmp off, or --upnp off without --natpmp on */
 	char protocol_version[64];
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;

@@ -286,7 +286,8 @@ static void finish(struct lobby_observe *o)
 		 : o->upnp_res.udp_mapped ? "mapped"
 					  : "none",
 		 natpmp_state(o));
-	if (o->map && lobby_observe_mapping(l) == NULL)
+	/* Asked and got nothing: say why (a lobby told to ask nobody is not). */
+	if (o->map && (!l->cfg.upnp_off || !l->cfg.natpmp_off) && lobby_observe_mapping(l) == NULL)
 		log_info("mapping-none reason=\"%s\"", lobby_observe_mapping_error(l));
 	if (o->cb != NULL)
 		o->cb(l, o->arg);

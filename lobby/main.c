@@ -81,7 +81,8 @@ static const char usage[] =
 	"                              public ones)\n"
 	"    --lan-ip IP[:PORT]        the LAN address (and port) to advertise\n"
 	"    --upnp on|off             ask the router for a port mapping (host; on)\n"
-	"    --natpmp on|off           ask it by NAT-PMP when UPnP does not map (host; on)\n"
+	"    --natpmp on|off           ask it by NAT-PMP when UPnP maps nothing (host;\n"
+	"                              default: as --upnp)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
@@ -319,6 +320,10 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	c->local_port_set = daemon_flag_seen(flags, n, "local-port");
 	c->game_relay_set = daemon_flag_seen(flags, n, "game-relay-port");
+	/* NAT-PMP is UPnP's fallback: --upnp off ("leave the router alone" in
+	 * every script written before NAT-PMP) turns it off too, unless asked. */
+	if (c->upnp_off && !daemon_flag_seen(flags, n, "natpmp"))
+		c->natpmp_off = true;
 	if (!daemon_flag_seen(flags, n, "stun")) {
 		for (size_t i = 0; i < sizeof(default_stun) / sizeof(default_stun[0]); i++)
 			add_stun(c, default_stun[i]);
