@@ -328,7 +328,7 @@ void lobby_observe_unmap(struct lobby *l, long timeout_ms);
 const char *lobby_observe_mapping(const struct lobby *l);
 /* Why there is no mapping, in a few words for a person ("off", "no UPnP
  * router answered; NAT-PMP: no gateway answered", "router refused the
- * mapping: ..."); NULL when mapped. Lives as long as the lobby. */
+ * mapping: ..."); NULL when mapped. Valid until the next call. */
 const char *lobby_observe_mapping_error(const struct lobby *l);
 
 /* ---- lobby_rv.c: the master's rendezvous and list ---- */
