@@ -114,6 +114,21 @@ static void fill_router(const struct upnp *u, struct upnp_result *res)
 	snprintf(res->external_ip, sizeof(res->external_ip), "%s", u->external_ip);
 }
 
+/*
+ * What upnpDiscover() searches for, one type after the other, waiting
+ * UPNP_DISCOVER_MS for each one nobody answers: 8 s on a network without
+ * an IGD. Sent all at once (searchalltypes) the answers are awaited once,
+ * 2 s either way, so a NAT-PMP attempt after a failed UPnP one still fits
+ * in the lobby's observe time. Every device answers at least one of them.
+ */
+static const char *const search_types[] = {
+	"urn:schemas-upnp-org:device:InternetGatewayDevice:1",
+	"urn:schemas-upnp-org:service:WANIPConnection:1",
+	"urn:schemas-upnp-org:service:WANPPPConnection:1",
+	"upnp:rootdevice",
+	NULL,
+};
+
 /* SSDP discovery and the IGD's description; false when none is usable. */
 static bool discover(struct upnp *u, struct upnp_result *res)
 {
@@ -127,7 +142,8 @@ static bool discover(struct upnp *u, struct upnp_result *res)
 	memset(&u->urls, 0, sizeof(u->urls));
 	memset(&u->data, 0, sizeof(u->data));
 	u->lan_ip[0] = u->external_ip[0] = '\0';
-	devs = upnpDiscover(UPNP_DISCOVER_MS, NULL, NULL, UPNP_LOCAL_PORT_ANY, 0, 2, &err);
+	devs = upnpDiscoverDevices(search_types, UPNP_DISCOVER_MS, NULL, NULL, UPNP_LOCAL_PORT_ANY,
+				   0, 2, &err, 1);
 	if (devs == NULL) {
 		u->igd_status = 0;
 		res_error(res, "no UPnP device answered (discover error %d)", err);

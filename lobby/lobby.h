@@ -120,6 +120,7 @@ struct lobby_cfg {
 	bool upnp_off;
 	bool netpunch_schedule; /* --schedule netpunch: the reference's knock timings */
 	bool observe_json;      /* observe --json */
+	bool natpmp_off;        /* --natpmp off, or --upnp off without --natpmp on */
 	char protocol_version[64];
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;
@@ -308,9 +309,10 @@ void lobby_net_stats(const struct lobby_net *n, struct lobby_net_stats *out);
 typedef void lobby_observe_cb(struct lobby *l, void *arg);
 /*
  * STUN on the game socket against every configured server (names resolved
- * on the worker), UPnP (host only, unless --upnp off), the LAN address;
- * then the NAT class and our profile code. cb runs once, when all answered
- * or after about 3 s.
+ * on the worker), the router's mappings when upnp (a host): UPnP unless
+ * --upnp off, then NAT-PMP unless --natpmp off when UPnP made none; the LAN
+ * address; then the NAT class and our profile code. cb runs once, when all
+ * answered or after at most 6 s.
  */
 int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *arg);
 /* What the host begins with: bind the lobby socket (port 0: any), say
@@ -323,14 +325,17 @@ void lobby_observe_free(struct lobby_observe *o);
 const struct joincode *lobby_observe_profile(const struct lobby *l);
 /* The public address STUN saw (NULL if none). */
 const struct addr *lobby_observe_public(const struct lobby *l);
-/* The port mapping the router made for us ("upnp"), NULL when none; and
- * then why not, in words (NULL when mapped). */
-const char *lobby_observe_mapping(const struct lobby *l);
-const char *lobby_observe_mapping_error(const struct lobby *l);
 /* Prints the profile as key=value lines (rally-lobby observe's details). */
 void lobby_observe_print(const struct lobby *l);
-/* Removes the UPnP mappings (exit path). */
+/* Removes the UPnP and NAT-PMP mappings (exit path). */
 void lobby_observe_unmap(struct lobby *l, long timeout_ms);
+/* Which port mapping the router made for us: "upnp", "natpmp", or NULL
+ * when there is none (yet). */
+const char *lobby_observe_mapping(const struct lobby *l);
+/* Why there is no mapping, in a few words for a person ("off", "no UPnP
+ * router answered; NAT-PMP: no gateway answered", "router refused the
+ * mapping: ..."); NULL when mapped. Valid until the next call. */
+const char *lobby_observe_mapping_error(const struct lobby *l);
 
 /* ---- lobby_rv.c: the master's rendezvous and list ---- */
 

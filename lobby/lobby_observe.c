@@ -4,9 +4,12 @@
  * STUN Binding requests go from the lobby's own socket to every configured
  * server (names resolved on the worker thread), so the mapping they report
  * is the one peers will reach; a host also asks the router for UPnP
- * mappings of its UDP and TCP port (on the worker thread). Then:
- *   - the public candidate is the UPnP mapping when there is one, else the
- *     STUN mapping;
+ * mappings of its UDP and TCP port and, when UPnP finds no router or the
+ * router does not map, for NAT-PMP ones (both on the worker thread, one
+ * after the other: the worker runs its jobs in order anyway). Then:
+ *   - the public candidate is the router's mapping when there is one (its
+ *     external address, with the port NAT-PMP granted), else the STUN
+ *     mapping;
  *   - symmetric: two servers saw two different mappings;
  *   - open: the mapping is our own address (no NAT);
  *   - cgnat: the mapping is in 100.64.0.0/10, or the router's external
@@ -24,6 +27,7 @@
 
 #include "lobby.h"
 #include "log.h"
+#include "natpmp.h"
 #include "stun.h"
 #include "upnp.h"
 
@@ -58,6 +62,11 @@ struct lobby_observe {
 	struct upnp *upnp;
 	bool upnp_pending, upnp_done;
 	struct upnp_result upnp_res;
+	bool map;              /* a host: the router is asked for mappings */
+	struct natpmp *natpmp; /* NULL until tried */
+	bool natpmp_pending, natpmp_done;
+	struct natpmp_result natpmp_res;
+	char why[408]; /* lobby_observe_mapping_error's answer */
 	struct ev_timer retry, cap;
 	bool done;
 	struct joincode profile;
@@ -108,11 +117,111 @@ static bool lan_address(struct lobby_observe *o, struct addr *out)
 	return false;
 }
 
+/* ---- the router's mappings: UPnP first, NAT-PMP when UPnP does not map ---- */
+
+static void maybe_finish(struct lobby_observe *o);
+
+/* The router's mapping of our UDP port, UPnP's or else NAT-PMP's: its
+ * external address and port (NAT-PMP's may differ from ours). */
+static bool router_mapping(const struct lobby_observe *o, struct addr *ext)
+{
+	const char *ip;
+	uint16_t port;
+
+	if (o->upnp_done && o->upnp_res.udp_mapped && o->upnp_res.external_ip[0] != '\0') {
+		ip = o->upnp_res.external_ip;
+		port = lobby_net_port(o->l->net);
+	} else if (o->natpmp_done && o->natpmp_res.udp_mapped &&
+		   o->natpmp_res.external_ip[0] != '\0') {
+		ip = o->natpmp_res.external_ip;
+		port = o->natpmp_res.udp_external;
+	} else {
+		return false;
+	}
+	if (addr_parse_ip(ext, ip) < 0 || !addr_is_v4(ext))
+		return false;
+	addr_set_port(ext, port);
+	return true;
+}
+
+/* A router that answered but has no external address to give. */
+static bool router_without_address(const struct lobby_observe *o)
+{
+	if (o->upnp_done && o->upnp_res.igd && !o->upnp_res.udp_mapped &&
+	    o->upnp_res.external_ip[0] == '\0' &&
+	    (o->upnp_res.igd_status == 1 || o->upnp_res.igd_status == 2))
+		return true;
+	return o->natpmp_done && o->natpmp_res.answered && !o->natpmp_res.udp_mapped &&
+	       o->natpmp_res.external_ip[0] == '\0';
+}
+
+/* For the observed line: off, unused (UPnP mapped), mapped or none. */
+static const char *natpmp_state(const struct lobby_observe *o)
+{
+	if (o->natpmp_pending)
+		return o->natpmp_done && o->natpmp_res.udp_mapped ? "mapped" : "none";
+	return !o->map || o->l->cfg.natpmp_off ? "off" : "unused";
+}
+
+static void on_natpmp(void *arg, const struct natpmp_result *res)
+{
+	struct lobby_observe *o = arg;
+
+	if (res->renewal) {
+		if (!res->udp_mapped)
+			log_warnx("natpmp-renew-fail error=\"%s\"", res->error);
+		else if (res->udp_external != o->natpmp_res.udp_external)
+			log_warnx("natpmp-renewed port=%u was=%u lifetime=%u", res->udp_external,
+				  o->natpmp_res.udp_external, res->lifetime_s);
+		else
+			log_debug("natpmp-renewed port=%u lifetime=%u", res->udp_external,
+				  res->lifetime_s);
+		return;
+	}
+	o->natpmp_res = *res;
+	o->natpmp_done = true;
+	log_info("natpmp gateway=%s udp=%s tcp=%s external=%s port=%u lifetime=%u error=\"%s\"",
+		 res->gateway[0] ? res->gateway : "-", res->udp_mapped ? "mapped" : "no",
+		 res->tcp_mapped ? "mapped" : "no", res->external_ip[0] ? res->external_ip : "-",
+		 res->udp_external, res->lifetime_s, res->error);
+	if (!o->done)
+		maybe_finish(o);
+}
+
+/* NAT-PMP, once, unless --natpmp off: the same ports UPnP asked for. */
+static void start_natpmp(struct lobby_observe *o)
+{
+	struct lobby *l = o->l;
+	uint16_t port = lobby_net_port(l->net);
+
+	if (!o->map || l->cfg.natpmp_off || o->natpmp != NULL)
+		return;
+	o->natpmp = natpmp_new(l->loop);
+	if (o->natpmp != NULL &&
+	    natpmp_map(o->natpmp, port, port, NATPMP_LIFETIME_S, on_natpmp, o) == 0)
+		o->natpmp_pending = true;
+}
+
+static void unmap_natpmp(struct lobby_observe *o, long timeout_ms)
+{
+	int r;
+
+	if (o->natpmp == NULL)
+		return;
+	r = natpmp_unmap_sync(o->natpmp, timeout_ms);
+	if (r > 0)
+		log_info("natpmp-unmapped port=%u external=%u", lobby_net_port(o->l->net),
+			 o->natpmp_res.udp_external);
+	else if (r < 0)
+		log_warnx("natpmp-unmap-fail port=%u external=%u", lobby_net_port(o->l->net),
+			  o->natpmp_res.udp_external);
+}
+
 static void finish(struct lobby_observe *o)
 {
 	struct lobby *l = o->l;
 	struct joincode *p = &o->profile;
-	struct addr lan, seen[LOBBY_MAX_STUN];
+	struct addr lan, ext, seen[LOBBY_MAX_STUN];
 	size_t nseen = 0;
 	char a[ADDR_STRLEN], b[ADDR_STRLEN];
 
@@ -142,40 +251,38 @@ static void finish(struct lobby_observe *o)
 		if (in_cgnat_range(&seen[0]))
 			p->cgnat = true;
 	}
-	if (o->upnp_done && o->upnp_res.udp_mapped && o->upnp_res.external_ip[0] != '\0') {
-		struct addr ext;
-
-		if (addr_parse_ip(&ext, o->upnp_res.external_ip) == 0 && addr_is_v4(&ext)) {
-			addr_set_port(&ext, lobby_net_port(l->net));
-			/* A router whose own WAN address is not what STUN saw sits
-			 * behind another NAT. */
-			if (o->has_public && !addr_same_ip(&ext, &o->public_addr))
-				p->cgnat = true;
-			if (!p->cgnat) {
-				o->has_public = true;
-				o->public_addr = ext;
-				p->open = true;
-			}
+	if (router_mapping(o, &ext)) {
+		/* A router whose own WAN address is not what STUN saw sits
+		 * behind another NAT. */
+		if (o->has_public && !addr_same_ip(&ext, &o->public_addr))
+			p->cgnat = true;
+		if (!p->cgnat) {
+			o->has_public = true;
+			o->public_addr = ext;
+			p->open = true;
 		}
 	}
 	/* A router that is up but has no external address to give (miniupnpd
 	 * refuses a private or reserved WAN address) while STUN sees us on a
 	 * public one: another NAT stands between it and the internet. */
-	if (o->upnp_done && o->upnp_res.igd && o->has_public && !o->upnp_res.udp_mapped &&
-	    o->upnp_res.external_ip[0] == '\0' &&
-	    (o->upnp_res.igd_status == 1 || o->upnp_res.igd_status == 2))
+	if (o->has_public && router_without_address(o))
 		p->cgnat = true;
 	if (o->has_public && addr_is_v4(&o->public_addr)) {
 		p->has_public = true;
 		p->pub = o->public_addr;
 	}
-	log_info("observed lan=%s public=%s stun=%zu/%zu open=%d symmetric=%d cgnat=%d upnp=%s",
+	log_info("observed lan=%s public=%s stun=%zu/%zu open=%d symmetric=%d cgnat=%d upnp=%s "
+		 "natpmp=%s",
 		 p->has_lan ? addr_str(&p->lan, a, sizeof(a)) : "-",
 		 p->has_public ? addr_str(&p->pub, b, sizeof(b)) : "-", nseen, o->nstun, p->open,
 		 p->symmetric, p->cgnat,
 		 !o->upnp_pending         ? "off"
 		 : o->upnp_res.udp_mapped ? "mapped"
-					  : "none");
+					  : "none",
+		 natpmp_state(o));
+	/* Asked and got nothing: say why (a lobby told to ask nobody is not). */
+	if (o->map && (!l->cfg.upnp_off || !l->cfg.natpmp_off) && lobby_observe_mapping(l) == NULL)
+		log_info("mapping-none reason=\"%s\"", lobby_observe_mapping_error(l));
 	if (o->cb != NULL)
 		o->cb(l, o->arg);
 }
@@ -191,7 +298,8 @@ static bool all_answered(const struct lobby_observe *o)
 
 static void maybe_finish(struct lobby_observe *o)
 {
-	if (all_answered(o) && (!o->upnp_pending || o->upnp_done))
+	if (all_answered(o) && (!o->upnp_pending || o->upnp_done) &&
+	    (!o->natpmp_pending || o->natpmp_done))
 		finish(o);
 }
 
@@ -312,6 +420,9 @@ static void on_upnp(void *arg, const struct upnp_result *res)
 		 res->igd_status, res->udp_mapped ? "mapped" : "no",
 		 res->tcp_mapped ? "mapped" : "no", res->external_ip[0] ? res->external_ip : "-",
 		 res->error);
+	/* No router, or one that does not map: NAT-PMP may still. */
+	if (!res->udp_mapped)
+		start_natpmp(o);
 	if (!o->done)
 		maybe_finish(o);
 }
@@ -348,6 +459,7 @@ int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *
 			o->job = job;
 		}
 	}
+	o->map = upnp;
 	if (upnp && !l->cfg.upnp_off) {
 		o->upnp = upnp_new(l->loop);
 		if (o->upnp != NULL &&
@@ -355,9 +467,11 @@ int lobby_observe_start(struct lobby *l, bool upnp, lobby_observe_cb *cb, void *
 			     on_upnp, o) == 0)
 			o->upnp_pending = true;
 	}
+	if (!o->upnp_pending)
+		start_natpmp(o);
 	ev_timer_start(l->loop, &o->cap, OBSERVE_CAP_MS, on_cap, o);
 	/* Nothing to wait for: finish from the loop, not from here. */
-	if (!o->resolving && !o->upnp_pending)
+	if (!o->resolving && !o->upnp_pending && !o->natpmp_pending)
 		ev_timer_start(l->loop, &o->retry, 0, on_retry, o);
 	return 0;
 }
@@ -386,40 +500,18 @@ const struct addr *lobby_observe_public(const struct lobby *l)
 	return l->obs != NULL && l->obs->done && l->obs->has_public ? &l->obs->public_addr : NULL;
 }
 
-const char *lobby_observe_mapping(const struct lobby *l)
-{
-	const struct lobby_observe *o = l->obs;
-
-	return o != NULL && o->upnp_done && o->upnp_res.udp_mapped ? "upnp" : NULL;
-}
-
-const char *lobby_observe_mapping_error(const struct lobby *l)
-{
-	const struct lobby_observe *o = l->obs;
-
-	if (o == NULL || lobby_observe_mapping(l) != NULL)
-		return NULL;
-	if (!o->upnp_pending)
-		return "not asked (a joiner, or --upnp off)";
-	if (!o->upnp_done)
-		return "the router did not answer in time";
-	if (!o->upnp_res.igd)
-		return "no UPnP router answered";
-	return o->upnp_res.error[0] != '\0' ? o->upnp_res.error : "the router refused the mapping";
-}
-
 void lobby_observe_print(const struct lobby *l)
 {
 	const struct lobby_observe *o = l->obs;
 	const struct joincode *p = &o->profile;
-	char a[ADDR_STRLEN];
+	char a[ADDR_STRLEN], b[ADDR_STRLEN];
 
 	printf("lan=%s\n", p->has_lan ? addr_str(&p->lan, a, sizeof(a)) : "");
 	printf("public=%s\n", p->has_public ? addr_str(&p->pub, a, sizeof(a)) : "");
 	for (size_t i = 0; i < o->nstun; i++) {
 		if (o->stun[i].resolved)
 			printf("stun %s -> %s\n", addr_str(&o->stun[i].server, a, sizeof(a)),
-			       o->stun[i].answered ? addr_str(&o->stun[i].mapped, a, sizeof(a))
+			       o->stun[i].answered ? addr_str(&o->stun[i].mapped, b, sizeof(b))
 						   : "no answer");
 	}
 	printf("nat=%s\n", p->open         ? "open"
@@ -432,6 +524,11 @@ void lobby_observe_print(const struct lobby *l)
 	       : o->upnp_res.udp_mapped ? "mapped"
 					: "none",
 	       o->upnp_res.external_ip[0] ? " external=" : "", o->upnp_res.external_ip);
+	if (o->natpmp_done && o->natpmp_res.udp_mapped)
+		printf("natpmp=mapped external=%s:%u\n", o->natpmp_res.external_ip,
+		       o->natpmp_res.udp_external);
+	else
+		printf("natpmp=%s\n", natpmp_state(o));
 	fflush(stdout);
 }
 
@@ -439,7 +536,10 @@ void lobby_observe_unmap(struct lobby *l, long timeout_ms)
 {
 	struct lobby_observe *o = l->obs;
 
-	if (o == NULL || o->upnp == NULL || !o->upnp_res.udp_mapped)
+	if (o == NULL)
+		return;
+	unmap_natpmp(o, timeout_ms);
+	if (o->upnp == NULL || !o->upnp_res.udp_mapped)
 		return;
 	if (upnp_unmap_sync(o->upnp, timeout_ms) == 0)
 		log_info("upnp-unmapped port=%u", lobby_net_port(l->net));
@@ -456,5 +556,76 @@ void lobby_observe_free(struct lobby_observe *o)
 	if (o->job != NULL)
 		o->job->o = NULL;
 	upnp_free(o->upnp);
+	natpmp_free(o->natpmp);
 	free(o);
+}
+
+const char *lobby_observe_mapping(const struct lobby *l)
+{
+	const struct lobby_observe *o = l->obs;
+
+	if (o == NULL)
+		return NULL;
+	if (o->upnp_done && o->upnp_res.udp_mapped)
+		return "upnp";
+	if (o->natpmp_done && o->natpmp_res.udp_mapped)
+		return "natpmp";
+	return NULL;
+}
+
+/* Why UPnP made no mapping, for mapping_error. */
+static void why_upnp(const struct lobby_observe *o, char *buf, size_t size)
+{
+	if (o->l->cfg.upnp_off)
+		snprintf(buf, size, "UPnP off");
+	else if (!o->upnp_pending)
+		snprintf(buf, size, "UPnP could not start");
+	else if (!o->upnp_done)
+		snprintf(buf, size, "no UPnP answer yet");
+	else if (!o->upnp_res.igd)
+		snprintf(buf, size, "no UPnP router answered");
+	else
+		snprintf(buf, size, "router refused the mapping: %s",
+			 o->upnp_res.error[0] ? o->upnp_res.error : "no reason given");
+}
+
+/* Why NAT-PMP made no mapping, for mapping_error. */
+static void why_natpmp(const struct lobby_observe *o, char *buf, size_t size)
+{
+	const struct natpmp_result *r = &o->natpmp_res;
+
+	if (o->l->cfg.natpmp_off)
+		snprintf(buf, size, "NAT-PMP off");
+	else if (o->natpmp == NULL)
+		snprintf(buf, size, "NAT-PMP: not tried yet");
+	else if (!o->natpmp_pending)
+		snprintf(buf, size, "NAT-PMP: could not start");
+	else if (!o->natpmp_done)
+		snprintf(buf, size, "NAT-PMP: no answer yet");
+	else if (r->gateway[0] == '\0')
+		snprintf(buf, size, "NAT-PMP: no default gateway");
+	else if (!r->answered)
+		snprintf(buf, size, "NAT-PMP: no gateway answered");
+	else
+		snprintf(buf, size, "NAT-PMP: router refused the mapping: %s",
+			 r->error[0] ? r->error : "no reason given");
+}
+
+const char *lobby_observe_mapping_error(const struct lobby *l)
+{
+	struct lobby_observe *o = l->obs;
+	char u[200], n[200];
+
+	if (lobby_observe_mapping(l) != NULL)
+		return NULL;
+	if (o == NULL)
+		return "not observed yet";
+	if (!o->map)
+		return "a joiner asks for none";
+	if (l->cfg.upnp_off && l->cfg.natpmp_off)
+		return "off";
+	why_upnp(o, u, sizeof(u));
+	why_natpmp(o, n, sizeof(n));
+	snprintf(o->why, sizeof(o->why), "%s; %s", u, n);
+	return o->why;
 }

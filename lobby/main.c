@@ -92,6 +92,8 @@ static const char usage_ours[] =
 	"                              host polls its knocks 4x a second while a\n"
 	"                              knock is likely (fast) or every second\n"
 	"    --json                    observe: the profile as JSON\n"
+	"    --natpmp on|off           ask it by NAT-PMP when UPnP maps nothing (host;\n"
+	"                              default: as --upnp)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
@@ -103,7 +105,10 @@ static const char usage_ours[] =
 	"    --log auto|plain|journal, --debug, --help, --version\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
 	"\n"
-	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n"
+	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n";
+
+/* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_rest[] =
 	"\n"
 	"OUTPUT\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
@@ -189,6 +194,16 @@ static void set_upnp(void *ctx, const char *s)
 		daemon_die_usage("--upnp %s: on or off", s);
 }
 
+static void set_natpmp(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (strcmp(s, "off") == 0)
+		c->natpmp_off = true;
+	else if (strcmp(s, "on") != 0)
+		daemon_die_usage("--natpmp %s: on or off", s);
+}
+
 static void set_bulk(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
@@ -271,6 +286,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("upnp", set_upnp, c),
 		DAEMON_FN("schedule", set_schedule, c),
 		DAEMON_BOOL("json", &c->observe_json),
+		DAEMON_FN("natpmp", set_natpmp, c),
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
 		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),
@@ -286,6 +302,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 	if (argc >= 2 && strcmp(argv[1], "-h") == 0) {
 		fputs(usage, stdout);
 		fputs(usage_ours, stdout);
+		fputs(usage_rest, stdout);
 		exit(DAEMON_EXIT_OK);
 	}
 	snprintf(c->name, sizeof(c->name), "player");
@@ -327,6 +344,10 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	c->local_port_set = daemon_flag_seen(flags, n, "local-port");
 	c->game_relay_set = daemon_flag_seen(flags, n, "game-relay-port");
+	/* NAT-PMP is UPnP's fallback: --upnp off ("leave the router alone" in
+	 * every script written before NAT-PMP) turns it off too, unless asked. */
+	if (c->upnp_off && !daemon_flag_seen(flags, n, "natpmp"))
+		c->natpmp_off = true;
 	if (!daemon_flag_seen(flags, n, "stun")) {
 		for (size_t i = 0; i < sizeof(default_stun) / sizeof(default_stun[0]); i++)
 			add_stun(c, default_stun[i]);
@@ -598,14 +619,13 @@ static void observed_print(struct lobby *l, void *arg)
 int main(int argc, char **argv)
 {
 	static struct app app;
+	static char page[sizeof(usage) + sizeof(usage_ours) + sizeof(usage_rest)];
 	struct daemon *d = &app.d;
 	struct lobby *l = &app.l;
 	uint8_t sess[6];
 	int r;
 
-	static char page[sizeof(usage) + sizeof(usage_ours)];
-
-	snprintf(page, sizeof(page), "%s%s", usage, usage_ours);
+	snprintf(page, sizeof(page), "%s%s%s", usage, usage_ours, usage_rest);
 	daemon_init(d, "rally-lobby", page);
 	d->version_note = "(netpunch protocol " LOBBY_VERSION_DEFAULT ")";
 	parse_args(d, argc, argv, &l->cfg);
@@ -634,6 +654,8 @@ int main(int argc, char **argv)
 		if (r < 0 || lobby_observe_start(l, true, observed_print, NULL) < 0)
 			log_fatalx("observe-fail");
 		ev_loop_run(l->loop);
+		/* A look, not a lobby: leave the router as we found it. */
+		lobby_observe_unmap(l, 3000);
 		r = DAEMON_EXIT_OK;
 		goto out;
 	}

@@ -5,7 +5,7 @@ real netfilter NATs, in network namespaces of the test's own (root).
 
     def scenario(env):
         lab = Lab(env)                      # internet + rally-master + STUN
-        a = lab.site("a", kind="cone")      # or symmetric, cgnat, upnp
+        a = lab.site("a", kind="cone")      # or symmetric, cgnat, upnp, natpmp
         h = a.host("h1")                    # a namespace on a's LAN
         lobby = h.proc([LOBBY_BIN, "host", "--stun", lab.internet.stun_arg(0),
                         "--publish", lab.internet.master_url], "lobby-a")
@@ -31,7 +31,16 @@ host's own mapping would then move - LAB-NOTES):
     cgnat      a cone home router behind a carrier NAT (cgn="cone" by
                default, as RFC 6888 asks of a CGN; cgn="symmetric" too)
     upnp       a cone router running Debian's miniupnpd (nftables backend,
-               ext_perform_stun against the lab STUN server, secure mode)
+               ext_perform_stun against the lab STUN server, secure mode);
+               it answers NAT-PMP too (enable_natpmp=yes)
+    natpmp     the same router with enable_upnp=no: NAT-PMP (and PCP) on
+               udp/5351 of its LAN address, no SSDP, no HTTP
+Options of any site: hairpin=True (the router loops LAN packets sent to its
+own WAN address:port back to the LAN host that holds that mapping, see
+_HAIRPIN; default off, as Linux masquerade does by itself), and
+inside=<site> (a double NAT: the router's WAN is a port on that site's LAN,
+198.19.M.200 and up, so its hosts share the outer site's NAT with the hosts
+on the outer LAN).
 
 Every namespace is named <prefix><what>, the prefix unique to this test
 (pid + random). All are deleted when the test ends: by Lab.close (an env
@@ -456,6 +465,49 @@ def router_ruleset(nat="cone", upnp=False, stun_from=()):
 """ % masq)
 
 
+# Hairpinning (RFC 4787 REQ-9), verified in lab_selftest: Linux does not
+# hairpin by itself. A LAN packet to the router's own WAN address:port finds
+# no conntrack entry (the mapping's reply tuple expects the remote peer as
+# its source), goes to the router's input chain and is refused there (ICMP
+# port unreachable), even while that port is a live masquerade mapping of
+# another LAN host. nftables has no "look up the mapping by its external
+# port" either, so the router learns the mappings itself:
+#   - a filter chain on postrouting after srcnat (priority 200, where the
+#     conntrack's reply tuple already carries the port masquerade picked)
+#     records every UDP mapping toward the WAN in a dynamic map, external
+#     port -> LAN address . port (refreshed by every packet, 120 s timeout;
+#     `ct reply proto-dst` needs the `meta l4proto udp` before it);
+#   - prerouting DNATs LAN packets to the WAN address through that map;
+#   - postrouting SNATs those (LAN source, DNATed, leaving on the LAN) to
+#     the WAN address, so the receiver sees the sender's public side and
+#     answers through the router (a plain DNAT would let it answer the
+#     sender's LAN address directly, which the sender does not expect).
+# A nat chain after masquerade would not do for the first rule: the nat
+# hook stops at the first chain that binds a NEW connection. The SNAT keeps
+# the sender's source port when it is free (nf_nat picks it first), so the
+# receiver usually sees the sender's own mapping. UDP only.
+_HAIRPIN = """table ip labhairpin {{
+  map mapped {{
+    type inet_service : ipv4_addr . inet_service
+    flags dynamic, timeout
+    timeout 120s
+  }}
+  chain learn {{
+    type filter hook postrouting priority 200; policy accept;
+    oifname "wan" meta l4proto udp ct status snat update @mapped {{ ct reply proto-dst : ct original ip saddr . ct original proto-src }}
+  }}
+  chain prerouting {{
+    type nat hook prerouting priority -100; policy accept;
+    iifname "lan" ip daddr {wan_ip} meta l4proto udp dnat ip to udp dport map @mapped
+  }}
+  chain postrouting {{
+    type nat hook postrouting priority 100; policy accept;
+    oifname "lan" ct status dnat ct original ip saddr {lan_net} counter snat ip to {wan_ip}
+  }}
+}}
+"""
+
+
 class Router(Ns):
     """A NAT router: interface wan (toward the internet or a carrier) and a
     LAN bridge named lan."""
@@ -466,6 +518,7 @@ class Router(Ns):
         self.lan_ip = lan_ip
         self.upnp = upnp
         self.wan_ip = None
+        self.hairpin = False
         self.sysctl("net.ipv4.ip_forward", 1)
         # With br_netfilter loaded (docker does it), frames crossing the LAN
         # bridge would meet the router's forward chain; keep them out.
@@ -482,6 +535,18 @@ class Router(Ns):
 
     def firewall(self, stun_from=()):
         self.nft(router_ruleset(self.nat, self.upnp, stun_from))
+
+    def enable_hairpin(self, lan_net):
+        """Loops LAN packets to our WAN address back to the LAN (_HAIRPIN)."""
+        self.nft(_HAIRPIN.format(wan_ip=self.wan_ip, lan_net=lan_net))
+        self.hairpin = True
+
+    def hairpin_packets(self):
+        """Flows hairpinned so far (the SNAT rule's counter: a nat chain
+        sees the first packet of a flow only)."""
+        out = self.nft_list("chain", "ip", "labhairpin", "postrouting")
+        m = re.search(r"counter packets (\d+) bytes \d+ snat", out)
+        return int(m.group(1)) if m else 0
 
     def masq_packets(self):
         """Packets the masquerade rule has translated (its counter)."""
@@ -504,10 +569,12 @@ class Router(Ns):
 class Site:
     """A home site: a NAT router (two for cgnat) and hosts on its LAN."""
 
-    KINDS = ("cone", "symmetric", "cgnat", "upnp")
+    KINDS = ("cone", "symmetric", "cgnat", "upnp", "natpmp")
 
-    def __init__(self, lab, name, kind, index, cgn="cone", upnp=None):
+    def __init__(self, lab, name, kind, index, cgn="cone", upnp=None, hairpin=False, inside=None):
         check(kind in self.KINDS, "site kind %r: one of %s" % (kind, ", ".join(self.KINDS)))
+        check(inside is None or kind in ("cone", "symmetric"),
+              "inside=: a cone or symmetric router (%r)" % kind)
         check(re.match(r"^[a-z][a-z0-9]{0,7}$", name), "site name %r: [a-z][a-z0-9]{0,7}" % name)
         self.lab = lab
         self.name = name
@@ -516,8 +583,10 @@ class Site:
         self.lan_net = "198.19.%d.0/24" % index
         self.hosts = []
         self.miniupnpd = None
+        self.outer = inside
+        self.inner_ports = 0  # routers plugged into this LAN by inside=
         wan = "198.18.1.%d" % index
-        use_upnp = kind == "upnp" if upnp is None else upnp
+        use_upnp = kind in ("upnp", "natpmp") if upnp is None else upnp
         nat = "symmetric" if kind == "symmetric" else "cone"
         self.router = Router(lab, "%s-r" % name, nat, "198.19.%d.1" % index, upnp=use_upnp)
         self.cgn = None
@@ -536,6 +605,9 @@ class Site:
             self.cgn.wan_ip = wan
             self.cgn.firewall()
             self.public_ip = wan
+        elif inside is not None:
+            inside._plug_router(self.router)
+            self.public_ip = inside.public_ip
         else:
             lab.internet.attach(self.router, "wan", [wan])
             # An on-link default route: software that looks for one finds it.
@@ -543,8 +615,10 @@ class Site:
             self.router.wan_ip = wan
             self.public_ip = wan
         self.router.firewall(stun_from=STUN_IPS if use_upnp and kind != "cgnat" else ())
+        if hairpin:
+            self.router.enable_hairpin(self.lan_net)
         if use_upnp:
-            self._start_miniupnpd(stun=kind != "cgnat")
+            self._start_miniupnpd(stun=kind != "cgnat", upnp=kind != "natpmp")
 
     @property
     def wan_ip(self):
@@ -560,13 +634,29 @@ class Site:
         self.hosts.append(h)
         return h
 
-    def _start_miniupnpd(self, stun=True):
+    def _plug_router(self, router):
+        """Plugs an inner site's router into this LAN as its WAN (inside=):
+        198.19.N.200 and up, default route via our router."""
+        check(self.inner_ports < 50, "%s: too many inner routers" % self.name)
+        ip = "198.19.%d.%d" % (self.index, 200 + self.inner_ports)
+        self.inner_ports += 1
+        r = self.router
+        r.lan_ports += 1
+        port = "h%d" % r.lan_ports
+        r.ip_batch(["link add %s type veth peer name wan netns %s" % (port, router.name),
+                    "link set %s master lan" % port, "link set %s up" % port])
+        router.ip_batch(["addr add %s/24 dev wan" % ip, "link set wan up",
+                         "route add default via %s" % r.lan_ip])
+        router.wan_ip = ip
+
+    def _start_miniupnpd(self, stun=True, upnp=True):
         _need("miniupnpd", "miniupnpd miniupnpd-nftables")
         d = os.path.join(self.lab.env.dir, "miniupnpd-%s" % self.name)
         os.makedirs(d, exist_ok=True)
         conf = os.path.join(d, "miniupnpd.conf")
         lines = [
-            "ext_ifname=wan", "listening_ip=lan", "http_port=5000", "enable_upnp=yes",
+            "ext_ifname=wan", "listening_ip=lan", "http_port=5000",
+            "enable_upnp=%s" % ("yes" if upnp else "no"),
             "enable_natpmp=yes", "secure_mode=yes", "system_uptime=yes",
             "uuid=3d3cec3a-8cf0-11e0-98ee-001a6b%06x" % (self.index & 0xFFFFFF),
             "notify_interval=30", "clean_ruleset_interval=600",
@@ -580,12 +670,22 @@ class Site:
         self.miniupnpd = self.router.proc(
             ["miniupnpd", "-d", "-f", conf, "-P", os.path.join(d, "miniupnpd.pid")],
             "miniupnpd-%s" % self.name)
-        self.miniupnpd.wait_line(r"HTTP listening on port 5000", timeout=15)
+        if upnp:
+            self.miniupnpd.wait_line(r"HTTP listening on port 5000", timeout=15)
+        else:
+            self.miniupnpd.wait_line(r"Listening for NAT-PMP/PCP traffic on port 5351", timeout=15)
 
     def upnp_rules(self):
         """The nft chains miniupnpd fills (forward, DNAT, SNAT), as text."""
         return "\n".join(self.router.nft_list("chain", "inet", "filter", c)
                          for c in ("miniupnpd", "prerouting_miniupnpd", "postrouting_miniupnpd"))
+
+    def mapped(self, port):
+        """The protocols ("tcp", "udp") miniupnpd holds a DNAT rule for on
+        external port `port`, made by UPnP or NAT-PMP alike (nft prints them
+        raw: `@nh,72,8 0x11 th dport P dnat ...`, 0x11 UDP, 0x6 TCP)."""
+        protos = re.findall(r"@nh,72,8 (0x11|0x6) th dport %d dnat\b" % port, self.upnp_rules())
+        return sorted(set({"0x11": "udp", "0x6": "tcp"}[p] for p in protos))
 
 
 # ---- the lab ----
@@ -627,13 +727,18 @@ class Lab:
     def _on_deadline(self, signo, frame):
         raise Failure("the lab's deadline passed (Lab(deadline=...))")
 
-    def site(self, name, kind="cone", cgn="cone", upnp=None):
-        """A home site: kind cone, symmetric, cgnat or upnp. cgn picks the
-        carrier NAT of a cgnat site (cone or symmetric); upnp=True runs
-        miniupnpd on the home router of any kind (behind a CGN it runs
-        without STUN and cannot forward: what such a router reports)."""
+    def site(self, name, kind="cone", cgn="cone", upnp=None, hairpin=False, inside=None):
+        """A home site: kind cone, symmetric, cgnat, upnp or natpmp. cgn
+        picks the carrier NAT of a cgnat site (cone or symmetric); upnp=True
+        runs miniupnpd on the home router of any kind (behind a CGN it runs
+        without STUN and cannot forward: what such a router reports).
+        hairpin=True makes the router hairpin (_HAIRPIN); inside=<site>
+        puts the router's WAN on that site's LAN (a cone or symmetric
+        router: a double NAT whose outer NAT the outer LAN shares)."""
         check(name not in self.sites, "site %r exists" % name)
-        s = Site(self, name, kind, len(self.sites) + 1, cgn=cgn, upnp=upnp)
+        check(inside is None or inside.name in self.sites, "inside=: a site of this lab")
+        s = Site(self, name, kind, len(self.sites) + 1, cgn=cgn, upnp=upnp, hairpin=hairpin,
+                 inside=inside)
         self.sites[name] = s
         return s
 

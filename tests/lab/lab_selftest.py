@@ -18,6 +18,20 @@ STUN client (udpagent.py) inside the host namespaces:
   and TCP from the internet reach the host, and after the unmap (on the
   loop, then upnp_unmap_sync on exit) the rules are gone and the port is
   closed again;
+- NAT-PMP through common/natpmp (tools/natpmp-probe): the NAT-PMP-only
+  router (miniupnpd, enable_upnp=no) answers on 5351 of its LAN address
+  with its WAN address, maps UDP and TCP (nft rules), lets unsolicited UDP
+  in, renews a 4 s mapping at half-life, and removes the rules on the
+  unmap; it answers no UPnP (upnpc-probe finds no IGD; nothing listens on
+  TCP or on 1900); the UPnP router answers NAT-PMP too;
+- hairpin: on a cone without it a packet from one LAN host to the other's
+  public mapping does not arrive; on a cone with hairpin=True it arrives
+  from the sender's public side and the answer comes back the same way;
+- double NAT (inside=): a host behind an inner router whose WAN is on the
+  hairpinning site's LAN maps to the outer site's public address, reaches
+  the outer LAN directly, reaches an outer host's public mapping through
+  the outer hairpin, and is not reachable on its own mapping unasked (the
+  inner NAT filters);
 - cleanup: every namespace is gone after the test, after a SIGTERM, and
   after a SIGKILL (the reaper).
 """
@@ -32,8 +46,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from lab import (PROBE_BIN, PYTHON, STUN_IPS, STUN_PORTS, Env, Failure, Lab,  # noqa: E402
+from lab import (BUILD, PROBE_BIN, PYTHON, STUN_IPS, STUN_PORTS, Env, Failure, Lab,  # noqa: E402
                  check, lab_namespaces, punch, wait_for)
+
+NATPMP_PROBE = os.path.join(BUILD, "tools", "natpmp-probe")
+NATPMP_MAP = (r"^(map|renew) answered=(\d) gateway=(\S+) external=(\S+) udp=(\d) tcp=(\d) "
+              r"udp_ext=(\d+) tcp_ext=(\d+) lifetime=(\d+) error=\"(.*)\"$")
 
 T0 = time.monotonic()
 
@@ -62,6 +80,137 @@ def check_cone(lab, site, host):
         site.name, seen[0][0], site.public_ip))
     ag.close()
     return seen[0]
+
+
+def hairpin_to(lab, src, dst, tag):
+    """src sends to dst's public mapping (as STUN saw it): (arrived,
+    where from, answer back arrived)."""
+    g1, g2 = src.agent(), dst.agent()
+    try:
+        srv = lab.internet.stun_servers[0]
+        m1, m2 = g1.stun(srv), g2.stun(srv)
+        check(m1 and m2, "%s: no STUN answer (%r %r)" % (tag, m1, m2))
+        g1.send(m2, "hairpin-" + tag, count=5, interval=0.05)
+        try:
+            wait_for(lambda: g2.received(prefix=b"hairpin-"), 1.0, tag)
+        except Failure:
+            return False, None, False, m1
+        src_seen = g2.received(prefix=b"hairpin-")[0][1]
+        g2.send(src_seen, "back-" + tag, count=3, interval=0.05)
+        try:
+            wait_for(lambda: g1.received(prefix=b"back-"), 1.0, tag + " back")
+            back = True
+        except Failure:
+            back = False
+        return True, src_seen, back, m1
+    finally:
+        g1.close()
+        g2.close()
+
+
+def check_natpmp(lab, n, n1, u, u1):
+    check(os.path.exists(NATPMP_PROBE), "%s missing: build tools/" % NATPMP_PROBE)
+    probe = n1.proc([NATPMP_PROBE, "--lifetime", "4"], "natpmp-probe", stdin=subprocess.PIPE)
+    m = probe.wait_line(r"^bound udp=(\d+) tcp=(\d+)$", timeout=5)
+    uport, tport = int(m.group(1)), int(m.group(2))
+    t_map = time.monotonic()
+    m = probe.wait_line(NATPMP_MAP, timeout=10)
+    step("natpmp_map answered in %.3fs: %s" % (time.monotonic() - t_map, m.group(0)))
+    check(m.group(1) == "map" and m.group(2) == "1" and m.group(3) == n.router.lan_ip and
+          m.group(4) == n.public_ip, "NAT-PMP gateway %s, WAN %s: %s" % (
+              n.router.lan_ip, n.public_ip, m.group(0)))
+    check(m.group(5) == "1" and m.group(6) == "1" and m.group(7) == str(uport) and
+          m.group(8) == str(tport) and m.group(9) == "4" and m.group(10) == "",
+          "mapped external = internal for 4 s: %s" % m.group(0))
+    check(n.mapped(uport) == ["udp"] and n.mapped(tport) == ["tcp"],
+          "nft rules for udp/%d tcp/%d:\n%s" % (uport, tport, n.upnp_rules()))
+    pub = lab.publics[0]
+    x = pub.agent()
+    x.send((n.public_ip, uport), "natpmp-unsolicited", count=3, interval=0.05)
+    probe.wait_line(r"^udp-recv from=%s:%d .*data=natpmp-unsolicited" % (
+        re.escape(pub.addr), x.port), timeout=3)
+    m = probe.wait_line(NATPMP_MAP.replace("(map|renew)", "(renew)"), timeout=5)
+    check(m.group(5) == "1" and m.group(7) == str(uport), "the renewal: %s" % m.group(0))
+    step("NAT-PMP: rules for udp/%d tcp/%d, unsolicited UDP in, renewed at half-life" % (
+        uport, tport))
+    n_out = len(probe.output())
+    probe.p.stdin.write(b"unmap\n")
+    probe.p.stdin.flush()
+    m = probe.wait_line(r"^unmap udp=(\d) tcp=(\d) error=\"(.*)\"$", timeout=10, start=n_out)
+    check(m.group(1) == "0" and m.group(2) == "0" and m.group(3) == "", "unmap: %s" % m.group(0))
+    check(n.mapped(uport) == [] and n.mapped(tport) == [], "rules left:\n%s" % n.upnp_rules())
+    # From a fresh source port: conntrack keeps forwarding a flow it has
+    # seen both ways (x's) after miniupnpd dropped the DNAT rule; a new
+    # flow meets no rule and the router's drop.
+    x.close()
+    x = pub.agent()
+    n_out = len(probe.output())
+    x.send((n.public_ip, uport), "natpmp-after", count=10, interval=0.05)
+    time.sleep(0.8)  # the absence of a datagram: a bounded wait is the check
+    check(not probe.grep(r"data=natpmp-after", start=n_out), "datagram after the unmap arrived")
+    probe.p.stdin.write(b"quit\n")
+    probe.p.stdin.flush()
+    probe.wait_line(r"^unmap-sync ret=0$", timeout=10)
+    check(probe.wait_exit(10) == 0, "natpmp-probe exit status %s" % probe.p.returncode)
+    x.close()
+    step("NAT-PMP unmap: rules gone, port closed")
+
+    # NAT-PMP only: no UPnP at all.
+    up = n1.proc([PROBE_BIN, "--hold-ms", "0"], "upnpc-probe-natpmp-only")
+    m = up.wait_line(r"^map igd=(\d) ", timeout=10)
+    check(m.group(1) == "0", "the NAT-PMP-only router answered UPnP: %s" % m.group(0))
+    up.wait_exit(10)
+    tcp = n.router.sh("ss", "-Hltn").stdout.strip()
+    udp = n.router.sh("ss", "-Hlun").stdout
+    check(tcp == "" and ":1900" not in udp and ":5351" in udp,
+          "miniupnpd listens on udp/5351 only:\n%s\n%s" % (tcp, udp))
+    step("NAT-PMP-only: no IGD found, nothing on TCP or udp/1900")
+
+    # The UPnP router speaks NAT-PMP too.
+    probe = u1.proc([NATPMP_PROBE, "--no-tcp"], "natpmp-probe-upnp", stdin=subprocess.PIPE)
+    uport = int(probe.wait_line(r"^bound udp=(\d+)", timeout=5).group(1))
+    m = probe.wait_line(NATPMP_MAP, timeout=10)
+    check(m.group(2) == "1" and m.group(4) == u.public_ip and m.group(5) == "1" and
+          m.group(7) == str(uport), "NAT-PMP on the UPnP router: %s" % m.group(0))
+    check(u.mapped(uport) == ["udp"], "no rule for udp/%d:\n%s" % (uport, u.upnp_rules()))
+    probe.signal(signal.SIGTERM)
+    probe.wait_line(r"^unmap-sync ret=1$", timeout=10)
+    check(probe.wait_exit(10) == 0, "natpmp-probe (upnp) exit status %s" % probe.p.returncode)
+    check(u.mapped(uport) == [], "rules left after natpmp_unmap_sync:\n%s" % u.upnp_rules())
+    step("the UPnP router answers NAT-PMP too; natpmp_unmap_sync on SIGTERM removes it")
+
+
+def check_hairpin(lab, a, a1, a2, hp, hp1, hp2, inr, in1):
+    got, _, _, _ = hairpin_to(lab, a1, a2, "plain")
+    check(not got, "a cone without hairpin=True hairpinned")
+    step("plain cone: a1 -> a2's public mapping does not arrive (no hairpin)")
+    n0 = hp.router.hairpin_packets()
+    got, src, back, m1 = hairpin_to(lab, hp1, hp2, "hp")
+    check(got and src == m1, "hairpin: arrived %s from %r (the sender's mapping %r)" % (
+        got, src, m1))
+    check(back, "hairpin: the answer to %r did not come back" % (src,))
+    check(hp.router.hairpin_packets() > n0, "the hairpin SNAT counter did not move")
+    step("hairpin=True: hp1 -> hp2's mapping arrives from %s:%d, the answer returns" % src)
+
+    ag = in1.agent()
+    m = ag.stun(lab.internet.stun_servers[0])
+    ag.close()
+    check(m and m[0] == hp.public_ip, "double NAT: mapped %r, outer WAN %s" % (m, hp.public_ip))
+    check(inr.public_ip == hp.public_ip and inr.wan_ip.startswith("198.19.%d." % hp.index),
+          "inner WAN %s on the outer LAN, public %s" % (inr.wan_ip, inr.public_ip))
+    g1, g2 = in1.agent(), hp1.agent()
+    g1.send((hp1.addr, g2.port), "outer-lan", count=3)
+    wait_for(lambda: g2.received(src=(inr.wan_ip, g1.port), prefix=b"outer-lan"), 3,
+             "hp1 to hear in1 on the outer LAN (from the inner router's %s)" % inr.wan_ip)
+    g1.close()
+    g2.close()
+    got, src, back, _ = hairpin_to(lab, in1, hp1, "in-out")
+    check(got and back and src[0] == hp.public_ip,
+          "inner -> outer host's mapping through the outer hairpin: %s %r %s" % (got, src, back))
+    got, _, _, _ = hairpin_to(lab, hp1, in1, "out-in")
+    check(not got, "the inner NAT let an unsolicited datagram in")
+    step("double NAT: in1 maps to %s, reaches hp1 on the LAN and through the hairpin; "
+         "the inner NAT filters" % hp.public_ip)
 
 
 def scenario(env):
@@ -205,7 +354,16 @@ def scenario(env):
     check(probe.wait_exit(10) == 0, "upnpc-probe (sync) exit status %s" % probe.p.returncode)
     check("dport 29471" not in u.upnp_rules(), "rules left after unmap_sync")
     step("upnp_unmap_sync on SIGTERM removes both mappings")
-    env.daemons_alive(lab.internet.master, lab.internet.stun_proc, u.miniupnpd)
+
+    # ---- NAT-PMP, hairpin, double NAT ----
+    n = lab.site("n", "natpmp")
+    hp = lab.site("hp", "cone", hairpin=True)
+    inr = lab.site("in", "cone", inside=hp)
+    n1, hp1, hp2, in1 = n.host("h1"), hp.host("h1"), hp.host("h2"), inr.host("h1")
+    step("NAT-PMP site, hairpinning cone, double NAT inside it")
+    check_natpmp(lab, n, n1, u, u1)
+    check_hairpin(lab, a, a1, a2, hp, hp1, hp2, inr, in1)
+    env.daemons_alive(lab.internet.master, lab.internet.stun_proc, u.miniupnpd, n.miniupnpd)
     env.lab_prefix = lab.prefix
 
 

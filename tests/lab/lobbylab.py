@@ -18,17 +18,19 @@ CONNECTED = re.compile(r"connected host=(\S+):(\d+) after_ms=(\d+)")
 JOINED = re.compile(r"^(\S+Z) status state=connected detail=\"joined the host\"$")
 
 
-def lobby_args(lab, upnp=False, rendezvous=True):
-    """The flags that point a lobby at the lab (and nowhere else)."""
+def lobby_args(lab, upnp=False, rendezvous=True, natpmp=None):
+    """The flags that point a lobby at the lab (and nowhere else). natpmp
+    (None: as upnp) asks the router by NAT-PMP when UPnP does not map."""
+    natpmp = upnp if natpmp is None else natpmp
     args = ["--stun", lab.internet.stun_arg(0), "--stun", lab.internet.stun_arg(1),
-            "--upnp", "on" if upnp else "off"]
+            "--upnp", "on" if upnp else "off", "--natpmp", "on" if natpmp else "off"]
     args += ["--rendezvous", lab.internet.master_url if rendezvous else "off"]
     return args
 
 
-def host_lobby(lab, where, name, upnp=False, bridge=None, args=()):
+def host_lobby(lab, where, name, upnp=False, bridge=None, args=(), natpmp=None):
     """A hosting lobby on lab host `where`; returns it once CODE= is out."""
-    a = lobby_args(lab, upnp=upnp) + list(args)
+    a = lobby_args(lab, upnp=upnp, natpmp=natpmp) + list(args)
     if bridge:
         a += ["--game-local-port", str(bridge.port)]
     lb = Lobby(lab.env, "host", name=name, args=a, loopback=False, argv_prefix=where.argv(),
