@@ -1098,19 +1098,19 @@ static void observed(struct lobby *l, void *arg)
 {
 	struct lobby_join *j = arg;
 	const struct joincode *me = lobby_observe_profile(l);
-	struct addr targets[4];
+	struct addr targets[JOINCODE_MAX_TARGETS];
 	char err[128], a[ADDR_STRLEN];
 	int n;
 
 	/* Our own code (no secret, no password) rides in join and knocks. */
-	if (me != NULL && (me->has_lan || me->has_public)) {
+	if (me != NULL && (me->has_lan || me->has_public || me->has_v6)) {
 		struct joincode c = *me;
 
 		c.ts = (uint32_t)time(NULL);
 		if (joincode_encode(&c, NULL, j->profile, sizeof(j->profile), err, sizeof(err)) < 0)
 			j->profile[0] = '\0';
 	}
-	n = joincode_targets(&j->code, lobby_observe_public(l), targets, 4);
+	n = lobby_observe_targets(l, &j->code, targets, JOINCODE_MAX_TARGETS);
 	for (int i = 0; i < n; i++) {
 		j->targets[j->ntargets++] = targets[i];
 		log_info("dial-target target=%s", addr_str(&targets[i], a, sizeof(a)));
