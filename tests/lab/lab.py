@@ -192,8 +192,13 @@ class Ns:
         DAD (addresses usable at once), no router advertisements taken,
         forwarding when it routes."""
         self.v6 = True
+        # No DAD anywhere before any interface comes up: writing
+        # all/disable_ipv6 enables every interface at once, and a
+        # link-local still in DAD leaves neighbour discovery without a
+        # source for a second or two.
         script = ("for c in /proc/sys/net/ipv6/conf/*; do echo 0 > $c/accept_dad; "
-                  "echo 0 > $c/accept_ra; echo 0 > $c/disable_ipv6; %s done" %
+                  "echo 0 > $c/accept_ra; %s done; "
+                  "for c in /proc/sys/net/ipv6/conf/*; do echo 0 > $c/disable_ipv6; done" %
                   ("echo 1 > $c/forwarding;" if forward else ""))
         self.sh("sh", "-c", script)
 
