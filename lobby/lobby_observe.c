@@ -219,6 +219,7 @@ static bool global_v6(struct addr *out)
 {
 	struct ifaddrs *all, *ifa;
 	struct addr pick, first;
+	struct addr_ip ip;
 	bool have_pick = kernel_v6_source(&pick), found = false;
 	char text[IF_INET6_MAX];
 	size_t tlen = 0;
@@ -261,13 +262,9 @@ static bool global_v6(struct addr *out)
 	freeifaddrs(all);
 	if (!found)
 		return false;
-	/* Only the address: no scope (global), no flow label. */
-	{
-		struct addr_ip ip;
-
-		addr_to_ip(&first, &ip);
-		addr_from_ip(out, &ip, 0);
-	}
+	/* Only the address: no scope id (it is global), no flow label. */
+	addr_to_ip(&first, &ip);
+	addr_from_ip(out, &ip, 0);
 	return true;
 }
 
