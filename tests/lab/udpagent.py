@@ -2,8 +2,9 @@
 """A UDP agent that runs inside a lab namespace (see lab.py, UdpAgent).
 
 It owns one UDP socket (IPv4, or with --bind :: a v6-only IPv6 one) and
-speaks JSON lines: commands on stdin, events on stdout. Everything it sends leaves from that one socket, so a STUN answer
-describes the mapping the other datagrams use - what a lobby does.
+speaks JSON lines: commands on stdin, events on stdout. Everything it sends
+leaves from that one socket, so a STUN answer describes the mapping the
+other datagrams use - what a lobby does.
 
   stdout  {"ev": "ready", "addr": [ip, port]}
   stdin   {"op": "stun", "id": N, "server": [ip, port], "change": 0, "timeout": 2.0}
