@@ -230,6 +230,24 @@ bool addr_is_loopback(const struct addr *a)
 	return memcmp(ip.b, v6lo, 16) == 0;
 }
 
+bool addr_is_global_v6(const struct addr *a)
+{
+	const uint8_t *b = ((const struct sockaddr_in6 *)&a->ss)->sin6_addr.s6_addr;
+	static const uint8_t zero[12];
+
+	if (a->ss.ss_family != AF_INET6)
+		return false;
+	/* ::/96 holds the unspecified, loopback and v4-compatible addresses,
+	 * ::ffff:0:0/96 the v4-mapped ones (RFC 4291 2.5.5). */
+	if (memcmp(b, zero, 12) == 0 || memcmp(b, v4mapped, 12) == 0)
+		return false;
+	/* ff00::/8 multicast, fc00::/7 ULA (RFC 4193), fe80::/10 link-local,
+	 * fec0::/10 the deprecated site-local (RFC 3879). */
+	if (b[0] == 0xff || (b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0x80) == 0x80))
+		return false;
+	return true;
+}
+
 int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int *gai_err)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = AI_ADDRCONFIG};

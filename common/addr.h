@@ -67,6 +67,14 @@ bool addr_same_ip(const struct addr *a, const struct addr *b);
 bool addr_is_v4(const struct addr *a);
 /* True for 127.0.0.0/8, ::1 and v4-mapped loopback. */
 bool addr_is_loopback(const struct addr *a);
+/*
+ * True for an IPv6 address peers elsewhere on the internet may reach: not
+ * unspecified, loopback, v4-mapped or v4-compatible, link-local
+ * (fe80::/10), site-local (fec0::/10), unique local (fc00::/7) or
+ * multicast. The documentation prefix 2001:db8::/32 counts as global (the
+ * lab's). False for IPv4.
+ */
+bool addr_is_global_v6(const struct addr *a);
 
 /*
  * Blocking DNS: resolves host:port (numeric or a name) for UDP and fills up

@@ -606,12 +606,14 @@ bool joincode_is_locked(const char *text)
 	return len >= 5 && blob[0] == LOCK_MAGIC;
 }
 
-int joincode_targets(const struct joincode *c, const struct addr *my_public, struct addr *out,
-		     int max)
+int joincode_targets_for(const struct joincode *c, const struct addr *my_public, unsigned mine,
+			 struct addr *out, int max)
 {
-	bool same_nat = false;
+	bool same_nat = false, v6 = c->has_v6 && (mine & JOINCODE_FAM_V6) != 0;
 	int n = 0;
 
+	if (v6 && (mine & JOINCODE_FAM_V4) == 0 && n < max)
+		out[n++] = c->v6addr;
 	/* Same NAT: our public IP is the peer's (ports aside) and the peer
 	 * has a LAN address: dial LAN only, never the hairpin. */
 	if (my_public != NULL && c->has_public && c->has_lan)
@@ -624,5 +626,13 @@ int joincode_targets(const struct joincode *c, const struct addr *my_public, str
 		out[n++] = c->lan;
 	if (c->has_public && !same_nat && n < max)
 		out[n++] = c->pub;
+	if (v6 && (mine & JOINCODE_FAM_V4) != 0 && n < max)
+		out[n++] = c->v6addr;
 	return n;
+}
+
+int joincode_targets(const struct joincode *c, const struct addr *my_public, struct addr *out,
+		     int max)
+{
+	return joincode_targets_for(c, my_public, JOINCODE_FAM_V4, out, max);
 }

@@ -92,9 +92,29 @@ bool joincode_steam_id(const char *text, uint64_t *id);
  * The dial order of netpunch-wire.md §4.4: vpn_v4, vpn2_v4, lan_v4,
  * public_v4 - without public_v4 when my_public equals the peer's public
  * address and the peer has a LAN candidate (same NAT). my_public may be
- * NULL. Returns the count written to out (at most 4).
+ * NULL. Returns the count written to out (at most 4). IPv4 only, as
+ * netpunch dials (my_has_v6=False): joincode_targets_for with
+ * JOINCODE_FAM_V4.
  */
 int joincode_targets(const struct joincode *c, const struct addr *my_public, struct addr *out,
 		     int max);
+
+/* The address families a dialer has (joincode_targets_for). */
+enum joincode_family {
+	JOINCODE_FAM_V4 = 1U << 0,
+	JOINCODE_FAM_V6 = 1U << 1,
+};
+
+#define JOINCODE_MAX_TARGETS (5) /* vpn, vpn2, lan, public, v6 */
+
+/*
+ * joincode_targets for a dialer with the families in mine: the peer's v6
+ * candidate joins the list when mine has JOINCODE_FAM_V6 - after the IPv4
+ * ones, or first when mine has no JOINCODE_FAM_V4 (a v6-only dialer, whose
+ * IPv4 sends cannot leave). Returns the count written to out (at most
+ * JOINCODE_MAX_TARGETS).
+ */
+int joincode_targets_for(const struct joincode *c, const struct addr *my_public, unsigned mine,
+			 struct addr *out, int max);
 
 #endif

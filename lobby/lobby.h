@@ -125,6 +125,9 @@ struct lobby_cfg {
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;
 	bool lan_port_set; /* --lan-ip IP:PORT: advertise that port too */
+	bool ipv6_off;     /* --ipv6 off: no IPv6 socket, candidate or targets */
+	struct addr v6;    /* --ipv6 IP: the v6 candidate to advertise (v6_set) */
+	bool v6_set;
 };
 
 struct lobby_net;
@@ -252,12 +255,18 @@ struct lobby {
 
 #define LOBBY_NET_BUF_BYTES (16 * 1024 * 1024)
 
-/* Binds the lobby socket (0.0.0.0:port, port 0 = ephemeral); datagrams go
- * to l->role (STUN answers only, when there is none). */
+/* Binds the lobby socket (0.0.0.0:port, port 0 = ephemeral) and, unless
+ * --ipv6 off, a v6-only one on [::] with the same port number when the
+ * machine lets us (best effort); datagrams from both go to l->role (STUN
+ * answers only, when there is none). */
 int lobby_net_new(struct lobby *l, uint16_t port);
 void lobby_net_free(struct lobby_net *n);
 uint16_t lobby_net_port(const struct lobby_net *n);
-/* Raw datagram from the game socket (HELLOs, STUN, TRLB). */
+/* Whether the IPv6 socket is there (on lobby_net_port's port number). */
+bool lobby_net_has_v6(const struct lobby_net *n);
+/* Raw datagram from the game socket (HELLOs, STUN, TRLB), on the socket of
+ * to's family (a v4-mapped to on the IPv4 one); -EAFNOSUPPORT for IPv6
+ * without the IPv6 socket. */
 int lobby_net_send_raw(struct lobby_net *n, const struct addr *to, const void *buf, size_t len);
 /* An NP1 control frame (H/A/C/K) with payload. */
 int lobby_net_send_ctl(struct lobby_net *n, const struct addr *to, uint8_t type,
@@ -325,6 +334,13 @@ void lobby_observe_free(struct lobby_observe *o);
 const struct joincode *lobby_observe_profile(const struct lobby *l);
 /* The public address STUN saw (NULL if none). */
 const struct addr *lobby_observe_public(const struct lobby *l);
+/* The JOINCODE_FAM_* we can dial from: IPv4 when our profile has a v4
+ * candidate (or before it is known), IPv6 when it has a v6 one. */
+unsigned lobby_observe_families(const struct lobby *l);
+/* A peer's candidates in dial order for us (joincode_targets_for with our
+ * public address and families); the count written to out. */
+int lobby_observe_targets(const struct lobby *l, const struct joincode *peer, struct addr *out,
+			  int max);
 /* Prints the profile as key=value lines (rally-lobby observe's details). */
 void lobby_observe_print(const struct lobby *l);
 /* Removes the UPnP and NAT-PMP mappings (exit path). */

@@ -829,6 +829,13 @@ static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const
 			lobby_net_send_ctl(l->net, from, NP1_HELLO, j->token, sizeof(j->token));
 			j->hellos++;
 		}
+		/* And it stays a target (netpunch-wire.md §1.1: the peer is where
+		 * its HELLO came from, before connect): a host behind a NAT
+		 * inside ours punches from an address in no code. */
+		if (j->racing && !j->connected) {
+			lobby_trav_target(l->trav, LOBBY_TRAV_PUNCHED, from);
+			relay_offered(l, from);
+		}
 		return;
 	case NP1_ACK:
 		if (mine && !j->connected) {
@@ -1125,13 +1132,13 @@ static void observed(struct lobby *l, void *arg)
 	struct lobby_join *j = arg;
 	const struct joincode *me = lobby_observe_profile(l);
 	struct lobby_trav_plan plan;
-	struct addr targets[4];
+	struct addr targets[JOINCODE_MAX_TARGETS];
 	char err[128], a[ADDR_STRLEN];
 	bool has_pub = false, can_knock;
 	int n;
 
 	/* Our own code (no secret, no password) rides in join and knocks. */
-	if (me != NULL && (me->has_lan || me->has_public)) {
+	if (me != NULL && (me->has_lan || me->has_public || me->has_v6)) {
 		struct joincode c = *me;
 
 		c.ts = (uint32_t)time(NULL);
@@ -1148,7 +1155,7 @@ static void observed(struct lobby *l, void *arg)
 						   : "our own address is unknown: no STUN answer");
 	}
 	lobby_trav_observed(l->trav, me, &plan);
-	n = joincode_targets(&j->code, lobby_observe_public(l), targets, 4);
+	n = lobby_observe_targets(l, &j->code, targets, JOINCODE_MAX_TARGETS);
 	for (int i = 0; i < n; i++) {
 		enum lobby_trav_kind k = kind_of(&j->code, &targets[i]);
 

@@ -232,7 +232,7 @@ static bool dial(struct lobby_mesh *m, const char *name, const char *code)
 	}
 	if (d == NULL)
 		return false;
-	n = joincode_targets(&c, lobby_observe_public(m->l), d->targets, LOBBY_MESH_MAX_TARGETS);
+	n = lobby_observe_targets(m->l, &c, d->targets, LOBBY_MESH_MAX_TARGETS);
 	if (n <= 0) {
 		d->used = false;
 		return false;

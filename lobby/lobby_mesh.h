@@ -34,6 +34,7 @@
 
 #include "addr.h"
 #include "frame.h"
+#include "joincode.h"
 
 struct lobby;
 struct lobby_msg_roster;
@@ -47,7 +48,7 @@ struct lobby_msg_roster;
 #define LOBBY_MESH_HOST_ALIVE    (12000) /* the host relays while heard within */
 #define LOBBY_MESH_MAX_LINKS     (512)
 #define LOBBY_MESH_UNNAMED_MS    (30000)
-#define LOBBY_MESH_MAX_TARGETS   (4)
+#define LOBBY_MESH_MAX_TARGETS   (JOINCODE_MAX_TARGETS)
 #define LOBBY_MESH_DIALS_AT_ONCE (16)
 
 struct lobby_mesh_ops {

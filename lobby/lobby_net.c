@@ -3,6 +3,11 @@
  * application payloads, fragments, and on the side STUN answers and relay
  * acks, all on the same port so every NAT mapping we open is the one peers
  * reach us on.
+ *
+ * Beside it, when the machine has IPv6, a v6-only socket on the same port
+ * number (ours: netpunch's lobby runs on IPv4 alone). Sends pick the socket
+ * by the destination's family, receives from both take the same path, so
+ * everything above sees one lobby socket with IPv4 and IPv6 peers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +38,8 @@ struct lobby_net {
 	struct lobby *l;
 	int fd;
 	struct ev_io *io;
+	int fd6; /* the IPv6 socket, -1 without one */
+	struct ev_io *io6;
 	uint16_t port;
 	struct lobby_netsim *netsim;
 	void (*stun_cb)(struct lobby *l, const struct addr *from, const uint8_t *buf, size_t len);
@@ -52,14 +59,37 @@ struct lobby_net {
 	bool via_link; /* the datagram being handled came over the dual link */
 };
 
+/*
+ * The socket for a destination that is not plain IPv4: the IPv6 one (-1
+ * when we have none), or for a v4-mapped address the IPv4 one, *to then
+ * pointing at the plain IPv4 form in v4 (our IPv6 socket is v6-only).
+ */
+static int v6_socket(const struct lobby_net *n, const struct addr **to, struct addr *v4)
+{
+	struct addr_ip ip;
+
+	addr_to_ip(*to, &ip);
+	addr_from_ip(v4, &ip, addr_port(*to));
+	if (!addr_is_v4(v4))
+		return n->fd6;
+	*to = v4;
+	return n->fd;
+}
+
 int lobby_net_send_raw(struct lobby_net *n, const struct addr *to, const void *buf, size_t len)
 {
-	int r = 0;
+	struct addr v4;
+	int r = 0, fd = n->fd;
 
 	n->st.tx++;
-	if (n->netsim != NULL)
+	/* IPv4 (every save chunk of a v4 session) costs one compare more. */
+	if (to->ss.ss_family != AF_INET)
+		fd = v6_socket(n, &to, &v4);
+	if (fd < 0)
+		r = -EAFNOSUPPORT;
+	else if (n->netsim != NULL)
 		r = lobby_netsim_send(n->netsim, to, buf, len);
-	else if (sendto(n->fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
+	else if (sendto(fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
 		r = -errno;
 	/* A sealed frame goes down the peer's dual TCP link too, whatever
 	 * became of the UDP copy. */
@@ -108,7 +138,7 @@ void lobby_net_netsim_start(struct lobby *l)
 	if (got <= 0 || lobby_netsim_parse(text, (size_t)got, &cfg) < 0 ||
 	    !lobby_netsim_enabled(&cfg))
 		return;
-	n->netsim = lobby_netsim_new(l->loop, &cfg, n->fd);
+	n->netsim = lobby_netsim_new(l->loop, &cfg, n->fd, n->fd6);
 	if (n->netsim == NULL)
 		return;
 	log_info("netsim loss=%.3f delay_ms=%.0f jitter_ms=%.0f", cfg.loss, cfg.delay_s * 1000.0,
@@ -455,6 +485,40 @@ uint16_t lobby_net_port(const struct lobby_net *n)
 	return n->port;
 }
 
+bool lobby_net_has_v6(const struct lobby_net *n)
+{
+	return n != NULL && n->fd6 >= 0;
+}
+
+/*
+ * The IPv6 socket: v6-only, bound to [::] on the IPv4 socket's port
+ * number, so a code's v6 candidate has the port of its IPv4 ones. Best
+ * effort: a machine without IPv6 runs the lobby on IPv4 alone, as today.
+ */
+static void open_v6(struct lobby_net *n)
+{
+	struct lobby *l = n->l;
+	struct addr a;
+	int fd;
+
+	addr_parse(&a, "[::]:0", -1);
+	addr_set_port(&a, n->port);
+	fd = addr_udp_bind(&a);
+	if (fd < 0) {
+		log_info("udp6-off port=%u reason=\"%s\"", n->port, strerror(-fd));
+		return;
+	}
+	addr_socket_buffers(fd, LOBBY_NET_BUF_BYTES);
+	n->io6 = ev_io_add(l->loop, fd, EPOLLIN, on_read, n);
+	if (n->io6 == NULL) {
+		log_info("udp6-off port=%u reason=\"%s\"", n->port, strerror(errno));
+		close(fd);
+		return;
+	}
+	n->fd6 = fd;
+	log_info("udp6-bound addr=[::]:%u", n->port);
+}
+
 int lobby_net_new(struct lobby *l, uint16_t port)
 {
 	struct lobby_net *n = calloc(1, sizeof(*n));
@@ -465,12 +529,13 @@ int lobby_net_new(struct lobby *l, uint16_t port)
 		return -ENOMEM;
 	n->l = l;
 	n->fd = -1;
+	n->fd6 = -1;
 	n->rx = malloc(RX_MMSG * sizeof(*n->rx));
 	n->reasm = frag_reasm_new(FRAG_SENDERS);
 	if (n->rx == NULL || n->reasm == NULL)
 		goto fail;
 	randombytes_buf(&n->frag_id, sizeof(n->frag_id));
-	/* IPv4 only, as netpunch: its races run without v6. */
+	/* IPv4 first, as netpunch's one socket; IPv6 beside it (open_v6). */
 	addr_parse(&a, "0.0.0.0:0", -1);
 	addr_set_port(&a, port);
 	r = addr_udp_bind(&a);
@@ -486,6 +551,8 @@ int lobby_net_new(struct lobby *l, uint16_t port)
 		r = -errno;
 		goto fail;
 	}
+	if (!l->cfg.ipv6_off)
+		open_v6(n);
 	l->net = n;
 	return 0;
 fail:
@@ -503,6 +570,7 @@ void lobby_net_free(struct lobby_net *n)
 		return;
 	lobby_netsim_free(n->netsim);
 	ev_io_del(n->io, true);
+	ev_io_del(n->io6, true);
 	frag_reasm_free(n->reasm);
 	free(n->rx);
 	free(n);

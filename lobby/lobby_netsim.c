@@ -100,7 +100,7 @@ struct held {
 struct lobby_netsim {
 	struct ev_loop *loop;
 	struct lobby_netsim_cfg cfg;
-	int fd;
+	int fd, fd6; /* the IPv4 socket, the IPv6 one (-1: none) */
 	struct held *head, *tail;
 	size_t held_bytes;
 	long long last_due_ms;
@@ -108,9 +108,16 @@ struct lobby_netsim {
 	struct lobby_netsim_stats st;
 };
 
+/* The socket for to's family (the caller maps v4-mapped addresses). */
+static int fd_for(const struct lobby_netsim *ns, const struct addr *to)
+{
+	return to->ss.ss_family == AF_INET6 ? ns->fd6 : ns->fd;
+}
+
 static void send_now(struct lobby_netsim *ns, const struct addr *to, const void *buf, size_t len)
 {
-	if (sendto(ns->fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *)&to->ss, to->len) >= 0)
+	if (sendto(fd_for(ns, to), buf, len, MSG_DONTWAIT, (const struct sockaddr *)&to->ss,
+		   to->len) >= 0)
 		ns->st.sent++;
 }
 
@@ -149,7 +156,8 @@ int lobby_netsim_send(struct lobby_netsim *ns, const struct addr *to, const void
 		return 0;
 	}
 	if (ns->cfg.delay_s <= 0 && ns->cfg.jitter_s <= 0) {
-		if (sendto(ns->fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
+		if (sendto(fd_for(ns, to), buf, len, 0, (const struct sockaddr *)&to->ss, to->len) <
+		    0)
 			return -errno;
 		ns->st.sent++;
 		return 0;
@@ -184,7 +192,7 @@ int lobby_netsim_send(struct lobby_netsim *ns, const struct addr *to, const void
 }
 
 struct lobby_netsim *lobby_netsim_new(struct ev_loop *loop, const struct lobby_netsim_cfg *cfg,
-				      int fd)
+				      int fd, int fd6)
 {
 	struct lobby_netsim *ns = calloc(1, sizeof(*ns));
 
@@ -193,6 +201,7 @@ struct lobby_netsim *lobby_netsim_new(struct ev_loop *loop, const struct lobby_n
 	ns->loop = loop;
 	ns->cfg = *cfg;
 	ns->fd = fd;
+	ns->fd6 = fd6;
 	ev_timer_init(&ns->timer);
 	return ns;
 }

@@ -40,9 +40,10 @@ struct lobby_netsim_stats {
 	uint64_t sent, dropped, delayed, overflow;
 };
 
-/* A delay line sending through fd. NULL, errno set. */
+/* A delay line sending through fd (IPv4) and fd6 (IPv6, -1: none). NULL,
+ * errno set. */
 struct lobby_netsim *lobby_netsim_new(struct ev_loop *loop, const struct lobby_netsim_cfg *cfg,
-				      int fd);
+				      int fd, int fd6);
 void lobby_netsim_free(struct lobby_netsim *ns);
 /*
  * One datagram through the impairment: dropped, sent at once (no delay),

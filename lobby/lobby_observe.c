@@ -14,9 +14,17 @@
  *   - open: the mapping is our own address (no NAT);
  *   - cgnat: the mapping is in 100.64.0.0/10, or the router's external
  *     address is not the one STUN saw, or the router is up but has no
- *     external address to give (another NAT beyond the router).
+ *     external address to give (another NAT beyond the router);
+ *   - v6 (ours; netpunch advertises none): a global IPv6 address of this
+ *     machine with the lobby's IPv6 socket's port. No NAT stands in front
+ *     of it, so no STUN: the address is the one the kernel sends from
+ *     toward the internet, when it is global and usable.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/if_addr.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -217,13 +225,198 @@ static void unmap_natpmp(struct lobby_observe *o, long timeout_ms)
 			  o->natpmp_res.udp_external);
 }
 
+/* ---- IPv6: our global address ---- */
+
+#define IF_INET6_PATH "/proc/net/if_inet6"
+#define IF_INET6_MAX  (64 * 1024)
+
+/*
+ * The source address the kernel picks toward the internet (RFC 6724: a
+ * temporary address when privacy extensions prefer one), which is also
+ * what our IPv6 socket, bound to [::], sends from. connect() on a UDP
+ * socket sends nothing; the destination is from the documentation prefix,
+ * routed as any global one. False without an IPv6 route.
+ */
+static bool kernel_v6_source(struct addr *out)
+{
+	struct addr to;
+	bool ok = false;
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return false;
+	addr_parse(&to, "[2001:db8::1]:9", -1);
+	if (connect(fd, (const struct sockaddr *)&to.ss, to.len) == 0) {
+		out->len = sizeof(out->ss);
+		ok = getsockname(fd, (struct sockaddr *)&out->ss, &out->len) == 0 &&
+		     addr_family(out) == AF_INET6;
+	}
+	close(fd);
+	return ok;
+}
+
+/* A hex field of /proc/net/if_inet6 (p, n bytes): its value, or -1. */
+static long hex_field(const char *p, size_t n)
+{
+	long v = 0;
+
+	if (n == 0 || n > 8)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int d = p[i] >= '0' && p[i] <= '9'   ? p[i] - '0'
+			: p[i] >= 'a' && p[i] <= 'f' ? p[i] - 'a' + 10
+						     : -1;
+
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/*
+ * The IFA_F_* flags of ip in the text of /proc/net/if_inet6, whose lines
+ * are "<32 hex address> <ifindex> <prefix len> <scope> <flags> <name>"
+ * (the flags' low 8 bits, all hex); -1 when ip is not there.
+ */
+static long inet6_flags(const char *text, size_t len, const struct addr *ip)
+{
+	const uint8_t *b = ((const struct sockaddr_in6 *)&ip->ss)->sin6_addr.s6_addr;
+	char hex[33];
+
+	sodium_bin2hex(hex, sizeof(hex), b, 16);
+	for (size_t at = 0; at < len;) {
+		const char *line = text + at, *nl = memchr(line, '\n', len - at);
+		size_t n = nl != NULL ? (size_t)(nl - line) : len - at, field = 0, i = 0;
+
+		at += n + 1;
+		/* A line without its newline was cut by our buffer. */
+		if (nl == NULL || n < 32 || memcmp(line, hex, 32) != 0)
+			continue;
+		while (i < n) {
+			size_t start;
+
+			while (i < n && line[i] == ' ')
+				i++;
+			start = i;
+			while (i < n && line[i] != ' ')
+				i++;
+			if (i > start && field++ == 4)
+				return hex_field(line + start, i - start);
+		}
+		return -1;
+	}
+	return -1;
+}
+
+/* Tentative (DAD not done), failed DAD or deprecated (going away):
+ * not an address to hand out. Unknown flags (no procfs) pass. */
+static bool v6_usable(const char *text, size_t len, const struct addr *ip)
+{
+	long f = inet6_flags(text, len, ip);
+
+	return f < 0 || (f & (IFA_F_TENTATIVE | IFA_F_DADFAILED | IFA_F_DEPRECATED)) == 0;
+}
+
+/*
+ * A global IPv6 address of an interface that is up (getifaddrs), usable
+ * by its flags: the kernel's own pick when it is one of them, else the
+ * first. XXX: a temporary address may be replaced while a lobby runs;
+ * peers that have our code keep dialling the old one while it is valid.
+ */
+static bool global_v6(struct addr *out)
+{
+	struct ifaddrs *all, *ifa;
+	struct addr pick, first;
+	struct addr_ip ip;
+	bool have_pick = kernel_v6_source(&pick), found = false;
+	char text[IF_INET6_MAX];
+	size_t tlen = 0;
+	int fd;
+
+	if (getifaddrs(&all) < 0)
+		return false;
+	/* procfs hands out whole lines, a page or so per read. */
+	fd = open(IF_INET6_PATH, O_RDONLY | O_CLOEXEC);
+	while (fd >= 0 && tlen < sizeof(text)) {
+		ssize_t got = read(fd, text + tlen, sizeof(text) - tlen);
+
+		if (got <= 0)
+			break;
+		tlen += (size_t)got;
+	}
+	if (fd >= 0)
+		close(fd);
+	for (ifa = all; ifa != NULL; ifa = ifa->ifa_next) {
+		struct addr a;
+
+		if (ifa->ifa_addr == NULL || ifa->ifa_addr->sa_family != AF_INET6 ||
+		    (ifa->ifa_flags & IFF_UP) == 0 || (ifa->ifa_flags & IFF_LOOPBACK) != 0)
+			continue;
+		memset(&a, 0, sizeof(a));
+		memcpy(&a.ss, ifa->ifa_addr, sizeof(struct sockaddr_in6));
+		a.len = sizeof(struct sockaddr_in6);
+		if (!addr_is_global_v6(&a) || !v6_usable(text, tlen, &a))
+			continue;
+		if (have_pick && memcmp(&((struct sockaddr_in6 *)&a.ss)->sin6_addr,
+					&((struct sockaddr_in6 *)&pick.ss)->sin6_addr, 16) == 0) {
+			first = a;
+			found = true;
+			break;
+		}
+		if (!found)
+			first = a;
+		found = true;
+	}
+	freeifaddrs(all);
+	if (!found)
+		return false;
+	/* Only the address: no scope id (it is global), no flow label. */
+	addr_to_ip(&first, &ip);
+	addr_from_ip(out, &ip, 0);
+	return true;
+}
+
+/* Our v6 candidate into p: --ipv6 IP, else our global address, with the
+ * IPv6 socket's port; none without that socket. */
+static void observe_v6(struct lobby_observe *o, struct joincode *p)
+{
+	struct lobby *l = o->l;
+
+	if (l->cfg.ipv6_off || !lobby_net_has_v6(l->net))
+		return;
+	if (l->cfg.v6_set)
+		p->v6addr = l->cfg.v6;
+	else if (!global_v6(&p->v6addr))
+		return;
+	addr_set_port(&p->v6addr, lobby_net_port(l->net));
+	p->has_v6 = p->v6 = true;
+}
+
+unsigned lobby_observe_families(const struct lobby *l)
+{
+	const struct joincode *me = lobby_observe_profile(l);
+
+	if (me == NULL)
+		return JOINCODE_FAM_V4;
+	return (me->has_lan || me->has_public || me->has_vpn ? JOINCODE_FAM_V4 : 0u) |
+	       (me->has_v6 ? JOINCODE_FAM_V6 : 0u);
+}
+
+int lobby_observe_targets(const struct lobby *l, const struct joincode *peer, struct addr *out,
+			  int max)
+{
+	return joincode_targets_for(peer, lobby_observe_public(l), lobby_observe_families(l), out,
+				    max);
+}
+
 static void finish(struct lobby_observe *o)
 {
 	struct lobby *l = o->l;
 	struct joincode *p = &o->profile;
 	struct addr lan, ext, seen[LOBBY_MAX_STUN];
 	size_t nseen = 0;
-	char a[ADDR_STRLEN], b[ADDR_STRLEN];
+	char a[ADDR_STRLEN], b[ADDR_STRLEN], c6[ADDR_STRLEN];
 
 	if (o->done)
 		return;
@@ -271,15 +464,16 @@ static void finish(struct lobby_observe *o)
 		p->has_public = true;
 		p->pub = o->public_addr;
 	}
+	observe_v6(o, p);
 	log_info("observed lan=%s public=%s stun=%zu/%zu open=%d symmetric=%d cgnat=%d upnp=%s "
-		 "natpmp=%s",
+		 "natpmp=%s v6=%s",
 		 p->has_lan ? addr_str(&p->lan, a, sizeof(a)) : "-",
 		 p->has_public ? addr_str(&p->pub, b, sizeof(b)) : "-", nseen, o->nstun, p->open,
 		 p->symmetric, p->cgnat,
 		 !o->upnp_pending         ? "off"
 		 : o->upnp_res.udp_mapped ? "mapped"
 					  : "none",
-		 natpmp_state(o));
+		 natpmp_state(o), p->has_v6 ? addr_str(&p->v6addr, c6, sizeof(c6)) : "-");
 	/* Asked and got nothing: say why (a lobby told to ask nobody is not). */
 	if (o->map && (!l->cfg.upnp_off || !l->cfg.natpmp_off) && lobby_observe_mapping(l) == NULL)
 		log_info("mapping-none reason=\"%s\"", lobby_observe_mapping_error(l));
@@ -508,6 +702,7 @@ void lobby_observe_print(const struct lobby *l)
 
 	printf("lan=%s\n", p->has_lan ? addr_str(&p->lan, a, sizeof(a)) : "");
 	printf("public=%s\n", p->has_public ? addr_str(&p->pub, a, sizeof(a)) : "");
+	printf("v6=%s\n", p->has_v6 ? addr_str(&p->v6addr, a, sizeof(a)) : "");
 	for (size_t i = 0; i < o->nstun; i++) {
 		if (o->stun[i].resolved)
 			printf("stun %s -> %s\n", addr_str(&o->stun[i].server, a, sizeof(a)),

@@ -45,7 +45,7 @@
 
 struct punch {
 	bool used;
-	struct addr to[2];
+	struct addr to[3];
 	int n;
 	uint8_t token[NP1_TOKEN_LEN];
 	long long until;
@@ -273,7 +273,7 @@ void lobby_rv_peer_seen(struct lobby *l, const struct addr *addr)
 static void start_punch(struct lobby_rv *r, const struct joincode *c)
 {
 	struct punch *p = NULL;
-	char a[ADDR_STRLEN], b[ADDR_STRLEN];
+	char a[ADDR_STRLEN], b[ADDR_STRLEN], c6[ADDR_STRLEN];
 
 	for (int i = 0; i < MAX_PUNCH && p == NULL; i++) {
 		if (!r->punches[i].used)
@@ -287,13 +287,16 @@ static void start_punch(struct lobby_rv *r, const struct joincode *c)
 		p->to[p->n++] = c->pub;
 	if (c->has_lan)
 		p->to[p->n++] = c->lan;
+	if (c->has_v6)
+		p->to[p->n++] = c->v6addr;
 	if (p->n == 0)
 		return;
 	p->used = true;
 	randombytes_buf(p->token, sizeof(p->token));
 	p->until = now_ms(r) + LOBBY_RV_PUNCH_FOR_MS;
-	log_info("punch to=%s%s%s for_ms=%d", addr_str(&p->to[0], a, sizeof(a)),
+	log_info("punch to=%s%s%s%s%s for_ms=%d", addr_str(&p->to[0], a, sizeof(a)),
 		 p->n > 1 ? "," : "", p->n > 1 ? addr_str(&p->to[1], b, sizeof(b)) : "",
+		 p->n > 2 ? "," : "", p->n > 2 ? addr_str(&p->to[2], c6, sizeof(c6)) : "",
 		 LOBBY_RV_PUNCH_FOR_MS);
 	on_punch(&r->punch_timer, r);
 }

@@ -94,6 +94,7 @@ static const char usage_ours[] =
 	"    --json                    observe: the profile as JSON\n"
 	"    --natpmp on|off           ask it by NAT-PMP when UPnP maps nothing (host;\n"
 	"                              default: as --upnp)\n"
+	"    --ipv6 on|off|IP          IPv6 too: a global address of ours, or IP (on)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
 	"    --max-save BYTES          the largest save a joiner takes (default 4 GiB)\n"
@@ -204,6 +205,27 @@ static void set_natpmp(void *ctx, const char *s)
 		daemon_die_usage("--natpmp %s: on or off", s);
 }
 
+/* on: a v6 socket and our global address as the v6 candidate; IP: that
+ * address instead (tests: ::1); off: IPv4 alone, as netpunch. */
+static void set_ipv6(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+	struct addr_ip ip;
+	struct addr plain;
+
+	c->ipv6_off = strcmp(s, "off") == 0;
+	c->v6_set = false;
+	if (c->ipv6_off || strcmp(s, "on") == 0)
+		return;
+	if (addr_parse_ip(&c->v6, s) < 0 || addr_family(&c->v6) != AF_INET6)
+		daemon_die_usage("--ipv6 %s: on, off or an IPv6 address", s);
+	addr_to_ip(&c->v6, &ip);
+	addr_from_ip(&plain, &ip, 0);
+	if (addr_is_v4(&plain))
+		daemon_die_usage("--ipv6 %s: a v4-mapped address is IPv4", s);
+	c->v6_set = true;
+}
+
 static void set_bulk(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
@@ -287,6 +309,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("schedule", set_schedule, c),
 		DAEMON_BOOL("json", &c->observe_json),
 		DAEMON_FN("natpmp", set_natpmp, c),
+		DAEMON_FN("ipv6", set_ipv6, c),
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
 		DAEMON_NUM("max-save", &c->max_save, 0, 1LL << 50, 1),

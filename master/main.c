@@ -40,7 +40,8 @@ static const char usage[] =
 	"    and restored at start.\n"
 	"\n"
 	"OPTIONS\n"
-	"    --http ADDR:PORT          HTTP listener (default 127.0.0.1:8471)\n"
+	"    --http ADDR:PORT          HTTP listener (default 127.0.0.1:8471); repeat\n"
+	"                              it for more (0.0.0.0:8471 and [::]:8471)\n"
 	"    --udp ADDR:PORT           Quake 3 master (default 0.0.0.0:27950)\n"
 	"    --relay-ip IP             offer UDP relay ports; IP is what lobbies are\n"
 	"                              told to send to (off without it)\n"
@@ -82,6 +83,17 @@ static void parse_ports(void *ctx, const char *s)
 	c->relay_hi = (uint16_t)daemon_parse_num(dash + 1, 1, 65535, "--relay-ports");
 	if (c->relay_hi < c->relay_lo || c->relay_hi - c->relay_lo >= 4096)
 		daemon_die_usage("--relay-ports %s: need A <= B and at most 4096 ports", s);
+}
+
+static void add_http(void *ctx, const char *s)
+{
+	struct master_cfg *c = ctx;
+
+	if (c->nhttp == MASTER_MAX_HTTP)
+		daemon_die_usage("--http: at most %d listeners", MASTER_MAX_HTTP);
+	if (addr_parse(&c->http[c->nhttp], s, -1) < 0)
+		daemon_die_usage("--http %s: expected IP:PORT", s);
+	c->nhttp++;
 }
 
 static void add_trusted(void *ctx, const char *s)
@@ -138,7 +150,6 @@ static void add_q3_game(void *ctx, const char *s)
 static void master_defaults(struct master_cfg *c)
 {
 	memset(c, 0, sizeof(*c));
-	addr_parse(&c->http, "127.0.0.1:8471", -1);
 	addr_parse(&c->udp, "0.0.0.0:27950", -1);
 	c->relay_lo = 29600;
 	c->relay_hi = 29699;
@@ -158,7 +169,7 @@ static void master_defaults(struct master_cfg *c)
 static void parse_args(struct daemon *d, int argc, char **argv, struct master_cfg *c)
 {
 	struct daemon_flag flags[] = {
-		DAEMON_ADDR("http", &c->http),
+		DAEMON_FN("http", add_http, c),
 		DAEMON_ADDR("udp", &c->udp),
 		DAEMON_FN("relay-ip", set_relay_ip, c),
 		DAEMON_FN("relay-ports", parse_ports, c),
@@ -184,6 +195,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 	pos = daemon_parse(d, argc, argv, flags, n);
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
+	if (c->nhttp == 0)
+		add_http(c, "127.0.0.1:8471");
 	if (!daemon_flag_seen(flags, n, "trusted-proxy")) {
 		add_trusted(c, "127.0.0.1");
 		add_trusted(c, "::1");
@@ -259,13 +272,14 @@ int main(int argc, char **argv)
 		ret = DAEMON_EXIT_OK;
 		goto out;
 	}
-	if ((r = master_http_new(m)) < 0) {
-		errno = -r;
-		log_warn("http-listen-fail http=%s", addr_str(&m->cfg.http, ha, sizeof(ha)));
-		goto out;
-	}
+	if ((r = master_http_new(m)) < 0)
+		goto out; /* it said which listener */
+	/* The ready line names the first listener; the others say so here. */
+	for (size_t i = 1; master_http_addr(m->http, i) != NULL; i++)
+		log_info("http-listening http=%s",
+			 addr_str(master_http_addr(m->http, i), ha, sizeof(ha)));
 	master_registry_autosave(m->reg, app.snapshot, m->cfg.snapshot_ms);
-	daemon_ready(d, "http=%s udp=%s", addr_str(master_http_addr(m->http), ha, sizeof(ha)),
+	daemon_ready(d, "http=%s udp=%s", addr_str(master_http_addr(m->http, 0), ha, sizeof(ha)),
 		     addr_str(master_q3_addr(m->q3), ua, sizeof(ua)));
 
 	r = ev_loop_run(m->loop);

@@ -25,9 +25,13 @@ struct strbuf;
 struct json_object;
 
 #define MASTER_MAX_TRUSTED (16)
+#define MASTER_MAX_HTTP    (4)
 
 struct master_cfg {
-	struct addr http;  /* --http, default 127.0.0.1:8471 */
+	/* --http, repeatable (e.g. 0.0.0.0:8471 and [::]:8471); default
+	 * 127.0.0.1:8471 */
+	struct addr http[MASTER_MAX_HTTP];
+	size_t nhttp;
 	struct addr udp;   /* --udp, default 0.0.0.0:27950 */
 	bool relay_on;     /* --relay-ip given */
 	char relay_ip[64]; /* what joiners and hosts are told to send to */
@@ -162,10 +166,13 @@ struct master {
 
 /* ---- master_http.c: the listener and the routing ---- */
 
+/* One listener per --http, all on the same routes and counters; 0 or the
+ * -errno of the first that failed (nothing is left listening then). */
 int master_http_new(struct master *m);
 void master_http_free(struct master_http *h);
-/* The bound address (port 0 resolved). */
-const struct addr *master_http_addr(const struct master_http *h);
+/* The bound address of listener i (port 0 resolved), NULL past the last;
+ * listener 0 is the first --http. */
+const struct addr *master_http_addr(const struct master_http *h, size_t i);
 /*
  * The client's IP for a request: the TCP peer, unless the peer is a
  * trusted proxy, in which case header (if given and present) names it:

@@ -1,6 +1,6 @@
 /*
- * The master's HTTP side: one libmicrohttpd listener (--http), routed to the
- * three doors.
+ * The master's HTTP side: a libmicrohttpd daemon per --http listener (one
+ * by default; a second for IPv6, say), all routed to the three doors.
  *
  *   GET /metrics, GET /healthz                  ours
  *   /servers, /servers/{ip:port}, /reflection/ip the Fugitive3D repository
@@ -33,8 +33,9 @@ struct counter {
 
 struct master_http {
 	struct master *m;
-	struct httpd *httpd;
-	struct addr bound;
+	struct httpd *httpd[MASTER_MAX_HTTP];
+	struct addr bound[MASTER_MAX_HTTP];
+	size_t n;
 	struct counter counts[MAX_COUNTERS];
 	size_t ncounts;
 	uint64_t overflow;
@@ -153,14 +154,17 @@ void master_http_count(struct master *m, const char *endpoint, unsigned status)
 static void metrics(struct master *m, struct httpd_req *req)
 {
 	struct master_http *h = m->http;
+	unsigned conns = 0;
 	struct strbuf b;
 
+	for (size_t i = 0; i < h->n; i++)
+		conns += httpd_connections(h->httpd[i]);
 	strbuf_init(&b, 1 << 20);
 	master_registry_metrics(m->reg, &b);
 	strbuf_printf(&b,
 		      "# HELP rally_master_http_connections Open HTTP connections.\n# TYPE "
 		      "rally_master_http_connections gauge\nrally_master_http_connections %u\n",
-		      httpd_connections(h->httpd));
+		      conns);
 	strbuf_printf(&b, "# HELP rally_master_http_requests_total HTTP requests by endpoint and "
 			  "status.\n# TYPE rally_master_http_requests_total counter\n");
 	for (size_t i = 0; i < h->ncounts; i++)
@@ -228,38 +232,44 @@ int master_http_new(struct master *m)
 		.headers = common_headers,
 		.nheaders = sizeof(common_headers) / sizeof(common_headers[0]),
 	};
-	struct addr a = m->cfg.http;
-	int fd;
 
 	if (h == NULL)
 		return -ENOMEM;
 	h->m = m;
-	fd = httpd_listen(&a);
-	if (fd < 0) {
-		free(h);
-		return fd;
-	}
-	h->httpd = httpd_new_take(m->loop, fd, &cfg, on_request, m);
-	if (h->httpd == NULL) {
-		int e = errno;
+	for (size_t i = 0; i < m->cfg.nhttp; i++) {
+		struct addr a = m->cfg.http[i];
+		char s[ADDR_STRLEN];
+		int fd = httpd_listen(&a), e;
 
-		free(h);
-		return -e;
+		if (fd >= 0) {
+			h->httpd[i] = httpd_new_take(m->loop, fd, &cfg, on_request, m);
+			fd = h->httpd[i] != NULL ? 0 : errno != 0 ? -errno : -ENOMEM;
+		}
+		if (fd < 0) {
+			e = -fd;
+			master_http_free(h);
+			errno = e;
+			log_warn("http-listen-fail http=%s",
+				 addr_str(&m->cfg.http[i], s, sizeof(s)));
+			return -e;
+		}
+		h->bound[i] = a;
+		h->n++;
 	}
-	h->bound = a;
 	m->http = h;
 	return 0;
 }
 
-const struct addr *master_http_addr(const struct master_http *h)
+const struct addr *master_http_addr(const struct master_http *h, size_t i)
 {
-	return &h->bound;
+	return i < h->n ? &h->bound[i] : NULL;
 }
 
 void master_http_free(struct master_http *h)
 {
 	if (h == NULL)
 		return;
-	httpd_free(h->httpd);
+	for (size_t i = 0; i < h->n; i++)
+		httpd_free(h->httpd[i]);
 	free(h);
 }

@@ -55,7 +55,7 @@ static bool same_fields(const struct joincode *a, const struct joincode *b)
 
 static void check_decoded(const struct joincode *c)
 {
-	struct addr t[4];
+	struct addr t[JOINCODE_MAX_TARGETS];
 	int n;
 
 	if (c->steam_only) {
@@ -75,6 +75,10 @@ static void check_decoded(const struct joincode *c)
 	FUZZ_CHECK(n >= 0 && n <= 4);
 	for (int i = 0; i < n; i++)
 		FUZZ_CHECK(addr_family(&t[i]) == AF_INET);
+	/* With v6 of our own, exactly one more: the v6 candidate. */
+	FUZZ_CHECK(joincode_targets_for(c, c->has_public ? &c->pub : NULL,
+					JOINCODE_FAM_V4 | JOINCODE_FAM_V6, t,
+					JOINCODE_MAX_TARGETS) == n + (c->has_v6 ? 1 : 0));
 }
 
 static void round_trip(const struct joincode *c)

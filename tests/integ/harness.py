@@ -779,7 +779,8 @@ BRIDGE_BIN = os.path.join(BUILD, "tools", "bridge-sim")
 
 class Lobby(Proc):
     """rally-lobby on loopback: its own io dir, no STUN, no UPnP, no master
-    unless asked, and only loopback candidates (--lan-ip 127.0.0.1)."""
+    unless asked, and only loopback candidates (--lan-ip 127.0.0.1, and
+    IPv6 off unless args say --ipv6 ::1)."""
 
     def __init__(self, env, role, code=None, name="player", args=(), loopback=True,
                  wait_ready=True, proc_name=None, argv_prefix=(), io=None, log_ips=True):
@@ -793,6 +794,10 @@ class Lobby(Proc):
                  "--game-relay-port", "0", "--game-local-port", "9"]
         if loopback:
             argv += ["--stun", "off", "--upnp", "off", "--lan-ip", "127.0.0.1"]
+            # No v6 candidate from the machine's own global address (a
+            # test would dial it); --ipv6 ::1 in args runs IPv6 on loopback.
+            if "--ipv6" not in args:
+                argv += ["--ipv6", "off"]
             if "--rendezvous" not in args:
                 argv += ["--rendezvous", "off"]
             if role == "host" and "--local-port" not in args:

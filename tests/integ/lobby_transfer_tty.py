@@ -31,7 +31,7 @@ class TtyLobby:
         argv = [LOBBY_BIN, role] + args + ["--io-dir", self.io, "--log", "plain",
                                            "--game-relay-port", "0", "--game-local-port", "9",
                                            "--stun", "off", "--upnp", "off", "--lan-ip",
-                                           "127.0.0.1", "--rendezvous", "off"]
+                                           "127.0.0.1", "--rendezvous", "off", "--ipv6", "off"]
         self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=slave)
         os.close(slave)

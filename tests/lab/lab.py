@@ -22,6 +22,22 @@ Layout (every address in 198.18.0.0/15, never routed anywhere):
     site N     198.19.N.0/24 LAN (router .1 on bridge "lan", hosts .10, .11...)
     carrier N  198.19.(128+N).0/24 between the home router and the CGN router
 
+IPv6 (documentation prefix 2001:db8::/32 only, never routed out of the lab):
+    internet   2001:db8::/64 on the same bridge; the bridge's namespace
+               routes between the sites (2001:db8::1), rally-master has a
+               second HTTP listener on 2001:db8::10 (lab.internet.master_url6)
+      routers  2001:db8::1:N  the WAN side of site N
+      public   2001:db8::2:N  lab.public_host(name, v6=True)
+    site N     2001:db8:N::/64 on the LAN, routed, no NAT66 (router ::1, hosts
+               ::10, ::11...), with lab.site(..., v6="open"|"firewall"):
+    open       the router forwards everything (a v6 host is reachable)
+    firewall   a home router's stateful filter: into the LAN only what is
+               established/related (and the ICMPv6 errors RFC 4890 keeps)
+    A cgnat site's carrier routes v6 (2001:db8:N:ffff::/64) and filters
+    nothing; the home router applies the site's mode. site.host(name,
+    v6only=True) has no IPv4 at all (lo's 127.0.0.1 aside). Addresses are
+    static (nodad: no DAD wait), hosts get a default route via the router.
+
 NATs (nftables; the router's own input chain drops unsolicited WAN packets,
 without which conntrack would confirm an early punch on the router and the
 host's own mapping would then move - LAB-NOTES):
@@ -76,6 +92,10 @@ STUN_IPS = ("198.18.0.20", "198.18.0.21")
 STUN_PORTS = (3478, 3479)
 MASTER_HTTP_PORT = 8471
 MASTER_UDP_PORT = 27950
+INET6_PLEN = 64
+CORE6 = "2001:db8::1"     # the internet's v6 router (the bridge's namespace)
+PUB6 = "2001:db8::10"     # rally-master's v6 address
+V6_MODES = (None, "open", "firewall")
 
 os.environ["PATH"] = os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
 
@@ -144,6 +164,7 @@ class Ns:
     def __init__(self, lab, what):
         self.lab = lab
         self.what = what
+        self.v6 = False
         self.name = lab.prefix + what
         sh(["ip", "netns", "add", self.name])
         lab.namespaces.append(self)
@@ -174,6 +195,21 @@ class Ns:
 
     def nft(self, ruleset):
         self.sh("nft", "-f", "-", input=ruleset)
+
+    def enable_ipv6(self, forward=False):
+        """IPv6 on in this namespace (every interface, now and later): no
+        DAD (addresses usable at once), no router advertisements taken,
+        forwarding when it routes."""
+        self.v6 = True
+        # No DAD anywhere before any interface comes up: writing
+        # all/disable_ipv6 enables every interface at once, and a
+        # link-local still in DAD leaves neighbour discovery without a
+        # source for a second or two.
+        script = ("for c in /proc/sys/net/ipv6/conf/*; do echo 0 > $c/accept_dad; "
+                  "echo 0 > $c/accept_ra; %s done; "
+                  "for c in /proc/sys/net/ipv6/conf/*; do echo 0 > $c/disable_ipv6; done" %
+                  ("echo 1 > $c/forwarding;" if forward else ""))
+        self.sh("sh", "-c", script)
 
     def nft_list(self, *what):
         """`nft list ...` output (default: the whole ruleset)."""
@@ -224,12 +260,14 @@ class Host(Ns):
 
     def __init__(self, lab, what, ip, site=None):
         super().__init__(lab, what)
-        self.addr = ip      # its own (LAN or public) address
+        self.addr = ip      # its own (LAN or public) address; None: v6 only
+        self.addr6 = None   # its global IPv6 address, if any
         self.site = site    # None for a public host
 
-    def agent(self, name=None, port=0):
-        """A UdpAgent inside this host: one UDP socket on 0.0.0.0:port."""
-        return UdpAgent(self, name or "agent-%s" % self.what, port)
+    def agent(self, name=None, port=0, v6=False):
+        """A UdpAgent inside this host: one UDP socket on 0.0.0.0:port, or
+        with v6 on [::]:port (v6-only)."""
+        return UdpAgent(self, name or "agent-%s" % self.what, port, bind="::" if v6 else None)
 
     def stun(self, server, port=0, timeout=3):
         """One-shot: the mapped address a STUN server sees for a fresh
@@ -246,9 +284,10 @@ class UdpAgent:
     .addr is its local (ip, port); stun() asks a STUN server from it;
     send() sends from it; received() lists what arrived."""
 
-    def __init__(self, host, name, port=0):
+    def __init__(self, host, name, port=0, bind=None):
         self.host = host
-        self.p = host.proc([PYTHON, "-u", AGENT, "--port", port], name, stdin=subprocess.PIPE)
+        argv = [PYTHON, "-u", AGENT, "--port", port] + (["--bind", bind] if bind else [])
+        self.p = host.proc(argv, name, stdin=subprocess.PIPE)
         m = self.p.wait_line(r'^\{"ev": "ready"', timeout=10)
         self.addr = tuple(json.loads(m.string)["addr"])
         self.port = self.addr[1]
@@ -320,9 +359,12 @@ class LabMaster(Proc):
     """rally-master inside the pub namespace on fixed lab ports (the
     namespace is the test's own, so fixed ports cannot collide)."""
 
-    def __init__(self, lab, ns, ip, args=(), debug=True, name="master"):
+    def __init__(self, lab, ns, ip, args=(), debug=True, name="master", ip6=None):
         self.state_dir = os.path.join(lab.env.dir, "master-state")
-        argv = [MASTER_BIN, "--http", "%s:%d" % (ip, MASTER_HTTP_PORT),
+        # A second listener on IPv6 (rally-master's --http repeats), for
+        # hosts without IPv4: the same registry, knocks and relay ports.
+        http6 = ["--http", "[%s]:%d" % (ip6, MASTER_HTTP_PORT)] if ip6 else []
+        argv = [MASTER_BIN, "--http", "%s:%d" % (ip, MASTER_HTTP_PORT)] + http6 + [
                 "--udp", "%s:%d" % (ip, MASTER_UDP_PORT), "--relay-ip", ip, "--relay-bind", ip,
                 "--state-dir", self.state_dir, "--log", "plain"]
         if debug:
@@ -333,9 +375,14 @@ class LabMaster(Proc):
         m = self.wait_line(r"^(?:<\d>)?ready http=(\S+) udp=(\S+)$", 10)
         self.http_addr = harness.parse_addr(m.group(1))
         self.udp_addr = harness.parse_addr(m.group(2))
+        self.http6_addr = (ip6, MASTER_HTTP_PORT) if ip6 else None
 
     def url(self, path=""):
         return "http://%s:%d%s" % (self.http_addr[0], self.http_addr[1], path)
+
+    def url6(self, path=""):
+        """The same over IPv6 ([2001:db8::10]), for v6-only hosts."""
+        return "http://[%s]:%d%s" % (self.http6_addr[0], self.http6_addr[1], path)
 
 
 class Internet:
@@ -349,11 +396,13 @@ class Internet:
         self.ports = 0
         self.pub = Host(lab, "pub", PUB_IP)
         self.attach(self.pub, "eth0", [PUB_IP] + list(STUN_IPS))
+        self._start_v6()
         self.stun_kind = stun
         self.stun_servers = [(STUN_IPS[0], STUN_PORTS[0]), (STUN_IPS[1], STUN_PORTS[0])]
         self.stun_proc = self._start_stun(stun)
-        self.master = LabMaster(lab, self.pub, PUB_IP, master_args) if master else None
+        self.master = LabMaster(lab, self.pub, PUB_IP, master_args, ip6=PUB6) if master else None
         self.master_url = self.master.url() if master else None
+        self.master_url6 = self.master.url6() if master else None
         self.master_udp = self.master.udp_addr if master else None
 
     def attach(self, ns, ifname, ips):
@@ -366,6 +415,27 @@ class Internet:
             "link set %s up" % port])
         ns.ip_batch(["addr add %s/%d dev %s" % (ip, INET_PREFIX, ifname) for ip in ips] +
                     ["link set %s up" % ifname])
+
+    def _start_v6(self):
+        """IPv6 on the bridge: its namespace is the core router between the
+        sites' prefixes (route6), the pub host is PUB6."""
+        self.bridge.enable_ipv6(forward=True)
+        self.bridge.ip("addr", "add", "%s/%d" % (CORE6, INET6_PLEN), "dev", "br0", "nodad")
+        self.pub.enable_ipv6()
+        self.attach6(self.pub, "eth0", PUB6)
+        self.pub.addr6 = PUB6
+
+    def attach6(self, ns, ifname, ip6, gw=True):
+        """Gives ns's interface on the bridge (attach) the v6 address ip6
+        and, with gw, a default route via the core."""
+        lines = ["addr add %s/%d dev %s nodad" % (ip6, INET6_PLEN, ifname)]
+        if gw:
+            lines.append("route add ::/0 via %s" % CORE6)
+        ns.ip_batch(lines)
+
+    def route6(self, prefix, via):
+        """The core routes prefix (a site's) via that router's WAN address."""
+        self.bridge.ip("route", "add", prefix, "via", via)
 
     def _start_stun(self, kind):
         ns = self.pub
@@ -557,13 +627,54 @@ class Router(Ns):
 
     def plug(self, ns, ip, gw=None):
         """Connects ns to the LAN bridge as eth0 with ip/24 (default route
-        via this router, or gw)."""
+        via this router, or gw); ip None: no IPv4 on it (plug6 then)."""
         self.lan_ports += 1
         port = "h%d" % self.lan_ports
         self.ip_batch(["link add %s type veth peer name eth0 netns %s" % (port, ns.name),
                        "link set %s master lan" % port, "link set %s up" % port])
+        if ip is None:
+            ns.ip("link", "set", "eth0", "up")
+            return
         ns.ip_batch(["addr add %s/24 dev eth0" % ip, "link set eth0 up",
                      "route add default via %s" % (gw or self.lan_ip)])
+
+    # ---- IPv6: a routed prefix, no NAT66 ----
+
+    def enable_v6(self, lan6):
+        """IPv6 forwarding, lan6 (the LAN's ::1) on the LAN bridge. With
+        br_netfilter loaded, bridged v6 frames stay out of the router's
+        chains too (as plug's v4 ones)."""
+        self.enable_ipv6(forward=True)
+        if os.path.exists("/proc/sys/net/bridge/bridge-nf-call-ip6tables"):
+            self.sysctl("net.bridge.bridge-nf-call-ip6tables", 0)
+        self.lan6 = lan6
+        self.ip("addr", "add", "%s/64" % lan6, "dev", "lan", "nodad")
+
+    def plug6(self, ns, ip6):
+        """ns's eth0 (plug) gets ip6/64 and a default v6 route via us."""
+        ns.ip_batch(["addr add %s/64 dev eth0 nodad" % ip6, "route add ::/0 via %s" % self.lan6])
+
+    def firewall6(self, mode):
+        """The v6 rules beside the NAT ruleset (firewall(), one inet table
+        for both families): v6 leaves unNATed, the router answers
+        neighbour discovery on its WAN side, and into the LAN goes
+        everything (open) or, beyond established/related, only the ICMPv6
+        errors and echo requests RFC 4890 says a firewall keeps."""
+        t = "filter" if self.upnp else "lab"
+        rules = [
+            "insert rule inet %s postrouting meta nfproto ipv6 accept" % t,
+            "insert rule inet %s input icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, "
+            "nd-router-solicit, nd-router-advert, destination-unreachable, packet-too-big, "
+            "time-exceeded, parameter-problem, echo-request } accept" % t,
+        ]
+        if mode == "open":
+            rules.append('add rule inet %s forward meta nfproto ipv6 iifname "wan" oifname "lan" '
+                         'accept' % t)
+        else:
+            rules.append("add rule inet %s forward icmpv6 type { destination-unreachable, "
+                         "packet-too-big, time-exceeded, parameter-problem, echo-request } "
+                         "accept" % t)
+        self.nft("\n".join(rules) + "\n")
 
 
 class Site:
@@ -571,10 +682,14 @@ class Site:
 
     KINDS = ("cone", "symmetric", "cgnat", "upnp", "natpmp")
 
-    def __init__(self, lab, name, kind, index, cgn="cone", upnp=None, hairpin=False, inside=None):
+    def __init__(self, lab, name, kind, index, cgn="cone", upnp=None, hairpin=False, inside=None,
+                 v6=None):
         check(kind in self.KINDS, "site kind %r: one of %s" % (kind, ", ".join(self.KINDS)))
         check(inside is None or kind in ("cone", "symmetric"),
               "inside=: a cone or symmetric router (%r)" % kind)
+        check(v6 in V6_MODES, "site v6 %r: one of %r" % (v6, V6_MODES))
+        self.v6 = v6
+        self.prefix6 = None
         check(re.match(r"^[a-z][a-z0-9]{0,7}$", name), "site name %r: [a-z][a-z0-9]{0,7}" % name)
         self.lab = lab
         self.name = name
@@ -617,20 +732,49 @@ class Site:
         self.router.firewall(stun_from=STUN_IPS if use_upnp and kind != "cgnat" else ())
         if hairpin:
             self.router.enable_hairpin(self.lan_net)
+        if v6:
+            self._start_v6()
         if use_upnp:
             self._start_miniupnpd(stun=kind != "cgnat", upnp=kind != "natpmp")
+
+    def _start_v6(self):
+        """The site's routed prefix 2001:db8:N::/64 (module docstring)."""
+        n = self.index
+        self.prefix6 = "2001:db8:%x::" % n
+        wan6 = "2001:db8::1:%x" % n
+        self.router.enable_v6(self.prefix6 + "1")
+        inet = self.lab.internet
+        outer = self.cgn or self.router
+        if self.cgn is not None:
+            carrier = "2001:db8:%x:ffff::" % n
+            self.cgn.enable_v6(carrier + "1")
+            self.router.ip_batch(["addr add %s2/64 dev wan nodad" % carrier,
+                                  "route add ::/0 via %s1" % carrier])
+            self.cgn.ip("route", "add", "%s/64" % self.prefix6, "via", carrier + "2")
+            self.cgn.firewall6("open")  # a carrier filters nothing
+        inet.attach6(outer, "wan", wan6)
+        outer.wan6 = wan6
+        inet.route6("%s/48" % self.prefix6, wan6)
+        self.router.firewall6(self.v6)
 
     @property
     def wan_ip(self):
         """The home router's WAN address (a carrier address for cgnat)."""
         return self.router.wan_ip
 
-    def host(self, name):
-        """A new host on this site's LAN (198.19.N.10, .11, ...)."""
+    def host(self, name, v6only=False):
+        """A new host on this site's LAN (198.19.N.10, .11, ...; with the
+        site's v6, 2001:db8:N::10, ::11, ... too). v6only: no IPv4 at all."""
         check(re.match(r"^[a-z][a-z0-9]{0,7}$", name), "host name %r: [a-z][a-z0-9]{0,7}" % name)
+        check(self.v6 or not v6only, "host %r: v6only needs a site with v6" % name)
         ip = "198.19.%d.%d" % (self.index, 10 + len(self.hosts))
-        h = Host(self.lab, "%s-%s" % (self.name, name), ip, site=self)
-        self.router.plug(h, ip)
+        h = Host(self.lab, "%s-%s" % (self.name, name), None if v6only else ip, site=self)
+        if self.v6:
+            h.enable_ipv6()
+        self.router.plug(h, h.addr)
+        if self.v6:
+            h.addr6 = "%s%d" % (self.prefix6, 10 + len(self.hosts))
+            self.router.plug6(h, h.addr6)
         self.hosts.append(h)
         return h
 
@@ -727,27 +871,34 @@ class Lab:
     def _on_deadline(self, signo, frame):
         raise Failure("the lab's deadline passed (Lab(deadline=...))")
 
-    def site(self, name, kind="cone", cgn="cone", upnp=None, hairpin=False, inside=None):
+    def site(self, name, kind="cone", cgn="cone", upnp=None, hairpin=False, inside=None, v6=None):
         """A home site: kind cone, symmetric, cgnat, upnp or natpmp. cgn
         picks the carrier NAT of a cgnat site (cone or symmetric); upnp=True
         runs miniupnpd on the home router of any kind (behind a CGN it runs
         without STUN and cannot forward: what such a router reports).
         hairpin=True makes the router hairpin (_HAIRPIN); inside=<site>
         puts the router's WAN on that site's LAN (a cone or symmetric
-        router: a double NAT whose outer NAT the outer LAN shares)."""
+        router: a double NAT whose outer NAT the outer LAN shares).
+        v6 "open" or "firewall" gives it a routed IPv6 prefix (module
+        docstring); None, IPv4 only."""
         check(name not in self.sites, "site %r exists" % name)
         check(inside is None or inside.name in self.sites, "inside=: a site of this lab")
         s = Site(self, name, kind, len(self.sites) + 1, cgn=cgn, upnp=upnp, hairpin=hairpin,
-                 inside=inside)
+                 inside=inside, v6=v6)
         self.sites[name] = s
         return s
 
-    def public_host(self, name):
+    def public_host(self, name, v6=False):
         """A host with a public address of its own on the internet (no NAT),
-        e.g. for a dedicated relay lobby."""
+        e.g. for a dedicated relay lobby; v6=True: 2001:db8::2:N too."""
         ip = "198.18.2.%d" % (len(self.publics) + 1)
         h = Host(self, "pub-%s" % name, ip)
+        if v6:
+            h.enable_ipv6()
         self.internet.attach(h, "eth0", [ip])
+        if v6:
+            h.addr6 = "2001:db8::2:%x" % (len(self.publics) + 1)
+            self.internet.attach6(h, "eth0", h.addr6)
         self.publics.append(h)
         return h
 

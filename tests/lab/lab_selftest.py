@@ -12,6 +12,12 @@ STUN client (udpagent.py) inside the host namespaces:
 - a UDP punch between two cone hosts works; between two symmetric hosts, and
   from a cone to a symmetric host, it fails (no relay in the lab itself);
 - rally-master answers GET /health from every host;
+- IPv6 (2001:db8::/32, routed, no NAT66): between two v6="open" sites a
+  datagram goes both ways with the sender's own address and port, and
+  reaches a host behind a CGN (the carrier routes v6); into a
+  v6="firewall" site unsolicited datagrams are dropped, and pass once the
+  inside host has sent to that peer first (the punch); a v6-only host
+  (no IPv4) reaches rally-master's v6 listener, not its v4 one;
 - UPnP: tools/upnpc-probe (common/upnp.c over miniupnpc) on the UPnP site's
   host maps UDP and TCP; the rules appear in the router's nft ruleset, the
   external address reported is the router's WAN address, unsolicited UDP
@@ -292,6 +298,8 @@ def scenario(env):
         check(st == 200, "%s: GET /health -> %s %s" % (h.name, st, body))
     step("rally-master /health: 200 from all 8 hosts")
 
+    check_v6(lab)
+
     # ---- UPnP through common/upnp.c ----
     check(os.path.exists(PROBE_BIN), "%s missing: build tools/" % PROBE_BIN)
     probe = u1.proc([PROBE_BIN, "--wait-stdin", "--desc", "rally lab selftest"], "upnpc-probe",
@@ -365,6 +373,61 @@ def scenario(env):
     check_hairpin(lab, a, a1, a2, hp, hp1, hp2, inr, in1)
     env.daemons_alive(lab.internet.master, lab.internet.stun_proc, u.miniupnpd, n.miniupnpd)
     env.lab_prefix = lab.prefix
+
+
+def check_v6(lab):
+    o = lab.site("o", "cone", v6="open")
+    p = lab.site("p", "symmetric", v6="open")
+    f = lab.site("f", "cone", v6="firewall")
+    g = lab.site("g", "cgnat", v6="open")
+    o1, o6, p1, f1 = o.host("h1"), o.host("six", v6only=True), p.host("h1"), f.host("h1")
+    g1 = g.host("h1")
+    y = lab.public_host("y", v6=True)
+    check(o1.addr6 == "2001:db8:%x::10" % o.index and o6.addr is None and
+          o6.addr6 == "2001:db8:%x::11" % o.index, "v6 addresses %r %r" % (o1.addr6, o6.addr6))
+    step("v6 sites: open %s, open %s, firewall %s; public %s" % (
+        o.prefix6, p.prefix6, f.prefix6, y.addr6))
+
+    # Open x open: both ways, the sender's own address and port (no NAT66).
+    go, gp = o1.agent(v6=True), p1.agent(v6=True)
+    go.send((p1.addr6, gp.port), "v6-o", count=3)
+    gp.send((o1.addr6, go.port), "v6-p", count=3)
+    wait_for(lambda: gp.received(src=(o1.addr6, go.port), prefix=b"v6-o"), 3,
+             "p1 to hear o1 over v6 from its own address")
+    wait_for(lambda: go.received(src=(p1.addr6, gp.port), prefix=b"v6-p"), 3,
+             "o1 to hear p1 over v6 (a symmetric v4 NAT does nothing to v6)")
+    step("v6 open x open: both ways, from [%s]:%d, no NAT66" % (o1.addr6, go.port))
+    gg = g1.agent(v6=True)
+    go.send((g1.addr6, gg.port), "v6-to-cgnat", count=3)
+    wait_for(lambda: gg.received(src=(o1.addr6, go.port), prefix=b"v6-to-cgnat"), 3,
+             "a host behind a CGN to hear o1 over v6 (the carrier routes v6)")
+    gg.close()
+    step("v6 through a carrier: %s behind the CGN reachable" % g1.addr6)
+
+    # Firewall: unsolicited in is dropped; after the inside host sent, it passes.
+    gf, gy = f1.agent(v6=True), y.agent(v6=True)
+    gy.send((f1.addr6, gf.port), "unsolicited-v6", count=10, interval=0.05)
+    gp.send((f1.addr6, gf.port), "unsolicited-v6", count=10, interval=0.05)
+    time.sleep(0.8)  # the absence of a datagram: a bounded wait is the check
+    check(not gf.received(prefix=b"unsolicited-v6"), "unsolicited v6 got into the firewall site")
+    gf.send((y.addr6, gy.port), "v6-out", count=3)
+    wait_for(lambda: gy.received(src=(f1.addr6, gf.port), prefix=b"v6-out"), 3,
+             "y to hear the firewalled host first")
+    gy.send((f1.addr6, gf.port), "v6-back", count=3)
+    wait_for(lambda: gf.received(src=(y.addr6, gy.port), prefix=b"v6-back"), 3,
+             "the answer through the firewall's conntrack entry")
+    check(not gf.received(src=(p1.addr6, gp.port)), "another peer got in on y's hole")
+    step("v6 firewall: unsolicited dropped, in after the inside host sent first")
+    for x in (go, gp, gf, gy):
+        x.close()
+
+    # A v6-only host: the master's v6 listener, not its v4 one.
+    for h in (o1, o6, p1, f1, y):
+        st, body = h.http("GET", lab.internet.master_url6 + "/health")
+        check(st == 200, "%s: GET /health over v6 -> %s %s" % (h.name, st, body))
+    st, _ = o6.http("GET", lab.internet.master_url + "/health", timeout=2)
+    check(st == 0, "a v6-only host reached the master over IPv4 (%s)" % st)
+    step("rally-master's v6 listener answers 5 hosts; a v6-only host has no IPv4 to it")
 
 
 _CHILD = r"""

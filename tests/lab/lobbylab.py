@@ -78,8 +78,11 @@ def wait_joined(j, timeout=30):
 
 def path_of(lab, host_lobby_, ip):
     """Which of the host's candidates won: lan, direct (its public
-    address), relay (a port of the lab master) or the address itself."""
+    address), relay (a port of the lab master), v6 (its global IPv6
+    address, bracketed or not) or the address itself."""
     h = host_lobby_.where
+    if h.addr6 is not None and ip in (h.addr6, "[%s]" % h.addr6):
+        return "v6"
     if ip == h.addr:
         return "lan"
     if ip == PUB_IP:

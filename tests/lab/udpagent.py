@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A UDP agent that runs inside a lab namespace (see lab.py, UdpAgent).
 
-It owns one UDP socket and speaks JSON lines: commands on stdin, events on
-stdout. Everything it sends leaves from that one socket, so a STUN answer
-describes the mapping the other datagrams use - what a lobby does.
+It owns one UDP socket (IPv4, or with --bind :: a v6-only IPv6 one) and
+speaks JSON lines: commands on stdin, events on stdout. Everything it sends
+leaves from that one socket, so a STUN answer describes the mapping the
+other datagrams use - what a lobby does.
 
   stdout  {"ev": "ready", "addr": [ip, port]}
   stdin   {"op": "stun", "id": N, "server": [ip, port], "change": 0, "timeout": 2.0}
@@ -91,10 +92,14 @@ def main():
             port = int(args.pop(0))
         else:
             sys.exit("usage: udpagent.py [--bind IP] [--port PORT]")
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if ":" in ip:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((ip, port))
     s.setblocking(False)
-    emit({"ev": "ready", "addr": list(s.getsockname())})
+    emit({"ev": "ready", "addr": list(s.getsockname()[:2])})
     stuns = {}  # txid -> [id, server, change, next_send, deadline]
     sends = []  # [next_time, to, data, left, interval]
     inbuf = b""
@@ -141,9 +146,9 @@ def main():
                     st = stuns.pop(p[0])
                     m = p[1].get("xor_mapped") or p[1].get("mapped")
                     emit({"ev": "stun", "id": st[0], "ok": m is not None, "mapped": m,
-                          "from": list(src), "attrs": p[1]})
+                          "from": list(src[:2]), "attrs": p[1]})
                     continue
-                emit({"ev": "recv", "from": list(src), "data": data.hex(), "t": now})
+                emit({"ev": "recv", "from": list(src[:2]), "data": data.hex(), "t": now})
         for txid, st in list(stuns.items()):
             if now >= st[4]:
                 del stuns[txid]

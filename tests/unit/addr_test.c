@@ -4,6 +4,8 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -215,6 +217,39 @@ static void test_loopback(void)
 	CHECK(!addr_is_loopback(&a));
 }
 
+/* Which IPv6 addresses a lobby may advertise (lobby_observe). */
+static void test_global_v6(void)
+{
+	static const struct {
+		const char *ip;
+		bool global;
+	} cases[] = {
+		{"2001:db8:1::10", true}, /* documentation: the lab's */
+		{"2a01:4f8::1", true},
+		{"2002:c633:644d::1", true}, /* 6to4 */
+		{"::", false},
+		{"::1", false},
+		{"::ffff:198.18.0.10", false},
+		{"::198.18.0.10", false}, /* v4-compatible */
+		{"fe80::1", false},
+		{"febf::1", false},
+		{"fec0::1", false},
+		{"fc00::1", false},
+		{"fd00::2", false},
+		{"ff02::1", false},
+		{"198.18.0.10", false},
+	};
+	struct addr a;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK_EQ_INT(addr_parse_ip(&a, cases[i].ip), 0);
+		if (addr_is_global_v6(&a) != cases[i].global)
+			fprintf(stderr, "addr_is_global_v6(%s) != %d\n", cases[i].ip,
+				cases[i].global);
+		CHECK(addr_is_global_v6(&a) == cases[i].global);
+	}
+}
+
 static void test_str_small(void)
 {
 	struct addr a;
@@ -254,6 +289,7 @@ int main(void)
 	test_split();
 	test_ip_key();
 	test_loopback();
+	test_global_v6();
 	test_str_small();
 	test_udp_bind();
 	return tap_done("addr");

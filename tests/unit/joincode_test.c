@@ -532,6 +532,56 @@ static void test_targets(void)
 	CHECK_EQ_INT(joincode_targets(&c, NULL, out, 4), 0);
 }
 
+/* The v6 candidate in the race: after netpunch's v4 order, first for a
+ * v6-only dialer, never for a dialer without v6. */
+static void test_targets_v6(void)
+{
+	struct joincode c, d;
+	struct addr out[JOINCODE_MAX_TARGETS], mine;
+	char buf[ADDR_STRLEN], text[JOINCODE_MAX_TEXT], err[128];
+	static const char code[] = "7FVLCO4AYCUACFDTD7DDGZCNOMPXGHYAAEAAAAAAAAABAAFBWLB5JZPWA4MCSO"
+				   "SLLQMSKVG5OMPWIXD2PNZR6AIQAAAQGGVNJY";
+	const unsigned both = JOINCODE_FAM_V4 | JOINCODE_FAM_V6;
+
+	CHECK_EQ_INT(joincode_decode(code, NULL, NOW, &c, err, sizeof(err)), 0);
+	CHECK(c.has_v6);
+	CHECK_EQ_INT(joincode_targets_for(&c, NULL, both, out, JOINCODE_MAX_TARGETS), 5);
+	CHECK_EQ_STR(addr_str(&out[0], buf, sizeof(buf)), "25.37.84.221:29471");
+	CHECK_EQ_STR(addr_str(&out[3], buf, sizeof(buf)), "198.51.100.77:29471");
+	CHECK_EQ_STR(addr_str(&out[4], buf, sizeof(buf)), "[2002:c633:644d:1::1000]:29471");
+	/* Without v6 of our own: netpunch's four. */
+	CHECK_EQ_INT(joincode_targets_for(&c, NULL, JOINCODE_FAM_V4, out, JOINCODE_MAX_TARGETS), 4);
+	CHECK_EQ_INT(joincode_targets(&c, NULL, out, JOINCODE_MAX_TARGETS), 4);
+	/* v6 only: the v6 candidate first, then the rest in order. */
+	CHECK_EQ_INT(joincode_targets_for(&c, NULL, JOINCODE_FAM_V6, out, JOINCODE_MAX_TARGETS), 5);
+	CHECK_EQ_STR(addr_str(&out[0], buf, sizeof(buf)), "[2002:c633:644d:1::1000]:29471");
+	CHECK_EQ_STR(addr_str(&out[1], buf, sizeof(buf)), "25.37.84.221:29471");
+	/* max bounds it: the v6 one is the first to go for a dual-stack
+	 * dialer, the last for a v6-only one. */
+	CHECK_EQ_INT(joincode_targets_for(&c, NULL, both, out, 4), 4);
+	CHECK_EQ_STR(addr_str(&out[3], buf, sizeof(buf)), "198.51.100.77:29471");
+	CHECK_EQ_INT(joincode_targets_for(&c, NULL, JOINCODE_FAM_V6, out, 1), 1);
+	CHECK_EQ_STR(addr_str(&out[0], buf, sizeof(buf)), "[2002:c633:644d:1::1000]:29471");
+	/* Same NAT drops the public v4 candidate, never the v6 one. */
+	CHECK_EQ_INT(addr_parse(&mine, "198.51.100.77:1", -1), 0);
+	CHECK_EQ_INT(joincode_targets_for(&c, &mine, both, out, JOINCODE_MAX_TARGETS), 4);
+	CHECK_EQ_STR(addr_str(&out[3], buf, sizeof(buf)), "[2002:c633:644d:1::1000]:29471");
+
+	/* A v6-only profile (a joiner with no IPv4 at all) encodes, decodes
+	 * to its one candidate, and is dialled over it alone. */
+	memset(&c, 0, sizeof(c));
+	c.ts = TS;
+	c.has_v6 = c.v6 = true;
+	CHECK_EQ_INT(addr_parse(&c.v6addr, "[2001:db8:3::10]:41000", -1), 0);
+	CHECK(joincode_encode(&c, NULL, text, sizeof(text), err, sizeof(err)) > 0);
+	CHECK_EQ_INT(joincode_decode(text, NULL, NOW, &d, err, sizeof(err)), 0);
+	CHECK(d.has_v6 && d.v6 && !d.has_lan && !d.has_public && !d.has_secret);
+	check_cand("v6", d.has_v6, &d.v6addr, "[2001:db8:3::10]:41000");
+	CHECK_EQ_INT(joincode_targets(&d, NULL, out, JOINCODE_MAX_TARGETS), 0);
+	CHECK_EQ_INT(joincode_targets_for(&d, NULL, both, out, JOINCODE_MAX_TARGETS), 1);
+	CHECK_EQ_STR(addr_str(&out[0], buf, sizeof(buf)), "[2001:db8:3::10]:41000");
+}
+
 int main(void)
 {
 	struct json_object *root = vec_load("joincode.json");
@@ -552,5 +602,6 @@ int main(void)
 	test_locked_empty_body();
 	test_encode_rules();
 	test_targets();
+	test_targets_v6();
 	return tap_done("joincode");
 }
