@@ -832,7 +832,7 @@ static void on_ctl(struct lobby *l, const struct addr *from, uint8_t type, const
 		/* And it stays a target (netpunch-wire.md §1.1: the peer is where
 		 * its HELLO came from, before connect): a host behind a NAT
 		 * inside ours punches from an address in no code. */
-		if (j->racing && !j->connected) {
+		if (j->racing && !j->connected && !l->cfg.netpunch_schedule) {
 			lobby_trav_target(l->trav, LOBBY_TRAV_PUNCHED, from);
 			relay_offered(l, from);
 		}
