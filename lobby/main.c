@@ -185,24 +185,29 @@ static void set_lan(void *ctx, const char *s)
 	c->lan_set = true;
 }
 
+/* An on|off flag's value: true for off (an off stays off), usage error
+ * for anything else. */
+static bool is_off(const char *flag, const char *s)
+{
+	if (strcmp(s, "off") == 0)
+		return true;
+	if (strcmp(s, "on") != 0)
+		daemon_die_usage("--%s %s: on or off", flag, s);
+	return false;
+}
+
 static void set_upnp(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
 
-	if (strcmp(s, "off") == 0)
-		c->upnp_off = true;
-	else if (strcmp(s, "on") != 0)
-		daemon_die_usage("--upnp %s: on or off", s);
+	c->upnp_off = c->upnp_off || is_off("upnp", s);
 }
 
 static void set_natpmp(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
 
-	if (strcmp(s, "off") == 0)
-		c->natpmp_off = true;
-	else if (strcmp(s, "on") != 0)
-		daemon_die_usage("--natpmp %s: on or off", s);
+	c->natpmp_off = c->natpmp_off || is_off("natpmp", s);
 }
 
 /* on: a v6 socket and our global address as the v6 candidate; IP: that
@@ -230,10 +235,7 @@ static void set_bulk(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
 
-	if (strcmp(s, "off") == 0)
-		c->bulk_off = true;
-	else if (strcmp(s, "on") != 0)
-		daemon_die_usage("--bulk-tcp %s: on or off", s);
+	c->bulk_off = c->bulk_off || is_off("bulk-tcp", s);
 }
 
 static void set_schedule(void *ctx, const char *s)
@@ -250,10 +252,7 @@ static void set_fast(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
 
-	if (strcmp(s, "off") == 0)
-		c->fast_off = true;
-	else if (strcmp(s, "on") != 0)
-		daemon_die_usage("--fast-transfer %s: on or off", s);
+	c->fast_off = c->fast_off || is_off("fast-transfer", s);
 }
 
 static void add_forward_log(void *ctx, const char *s)
