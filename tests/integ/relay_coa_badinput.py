@@ -87,6 +87,7 @@ def scenario(env):
         st, bad1 - bad0))
     env.log("5 KiB control message: tunnel %s, msgs_bad +%d" % (st, bad1 - bad0))
     witness_ok("a 5 KiB control message")
+    over0 = relay.tunnel_metrics().get("rally_relay_tunnel_ws_oversize_total", 0)
     must_close("70 KiB data message", lambda h: h.ws.send_json(
         {"cmd": "data", "stream_id": 1, "chunk": base64.b64encode(os.urandom(52000)).decode()}))
 
@@ -102,6 +103,10 @@ def scenario(env):
     must_close("a frame header announcing 1 TiB",
                lambda h: h.ws.send_raw(WsConn.frame(WsConn.OP_TEXT, b"{" * 1024, length=1 << 40)))
     check(relay.rss() - rss0 < 32 * 1024, "RSS grew %d KiB after a 1 TiB header" % (relay.rss() - rss0))
+    # Each of the three closed for its size, and counted as such.
+    over1 = relay.tunnel_metrics().get("rally_relay_tunnel_ws_oversize_total", 0)
+    check(over1 - over0 == 3, "ws_oversize_total +%d after three oversize messages" % (
+        over1 - over0))
 
     p = HostPeer(env, relay, ar, hello=False, name="big-hello")
     p.read_challenge()
@@ -113,6 +118,7 @@ def scenario(env):
     witness_ok("a 100 KiB hello")
 
     # ---- ignored: the tunnel stays up ----
+    unk0 = relay.tunnel_metrics().get("rally_relay_tunnel_msgs_unknown_total", 0)
     a = attacker("ignored")
     for raw in ('{"cmd":"frobnicate"}', '{"cmd":"frobnicate","stream_id":1}', '{"foo":1}',
                 '{"cmd":5}', '{"cmd":null}', '{"cmd":"PING"}', '{"cmd":""}',
@@ -133,6 +139,10 @@ def scenario(env):
     m = relay.tunnel_metrics()
     unk = metric_sum(m, r"unknown.?stream")
     check(unk is not None and unk >= 1, "no metric counts data for an unknown stream: %r" % m)
+    # frobnicate (twice), PING: unknown cmds, ignored and counted.
+    unk1 = m.get("rally_relay_tunnel_msgs_unknown_total", 0)
+    check(unk1 - unk0 >= 3, "msgs_unknown_total +%d after three unknown cmds" % (unk1 - unk0))
+    env.log("unknown cmds counted: +%d" % (unk1 - unk0))
 
     # ---- 10,000 allocates at once ----
     f = attacker("flood")

@@ -8,7 +8,9 @@ word; SIGHUP with a new line in the keys file admits a new realm;
 /relay/v1/health counts connected hosts; a standard WebSocket client
 (python3-websockets) gets the same challenge; --tunnel-max-hosts turns away
 a host over the limit; the relay pings (--tunnel-ping-interval 1, one per 5 s reaper tick) and a host that never
-answers is dropped after --tunnel-idle-timeout, one that pongs stays."""
+answers is dropped after --tunnel-idle-timeout, one that pongs stays. Each
+refusal is counted by its reason in /metrics (hosts_refused_total{reason},
+hosts_full_total)."""
 
 import asyncio
 import base64
@@ -17,6 +19,15 @@ import time
 
 from coapeer import HostPeer, Realm, TunnelRelay, WsConn, skip_unless_ready
 from harness import check, run, wait_for
+
+
+def refused(relay):
+    """hosts_refused_total by reason, and hosts_full_total."""
+    m = relay.tunnel_metrics()
+    out = {r: m.get('rally_relay_tunnel_hosts_refused_total{reason="%s"}' % r, 0)
+           for r in ("unauthorized", "invalid_signature", "bad_hello", "timeout")}
+    out["full"] = m.get("rally_relay_tunnel_hosts_full_total", 0)
+    return out
 
 
 def scenario(env):
@@ -41,6 +52,9 @@ def scenario(env):
     ha.ping()
     hb.ping()
 
+    r0 = refused(relay)
+    check(r0 == dict(unauthorized=0, invalid_signature=0, bad_hello=0, timeout=0, full=0),
+          "refusals before any: %r" % r0)
     # Unknown realm; wrong signature (another realm's key, and a flipped
     # bit); a signature of the wrong size; an id that is no UUID.
     for what, kw, want in (
@@ -89,6 +103,12 @@ def scenario(env):
               "bad hello %r welcomed: %r" % (raw, got))
         env.log("bad hello %r: closed in %.2fs after %r" % (raw, time.monotonic() - t0, got))
 
+    # Every refusal so far counted by its reason (a short signature is an
+    # invalid one; a hello of the wrong shape a bad one).
+    r1 = refused(relay)
+    check(r1 == dict(unauthorized=1, invalid_signature=3, bad_hello=5, timeout=0, full=0),
+          "refusals counted: %r" % r1)
+
     # Silence: closed after the 2 s handshake timeout.
     p = WsConn(relay.tunnel)
     t0 = time.monotonic()
@@ -98,6 +118,7 @@ def scenario(env):
     dt = time.monotonic() - t0
     check(1.5 <= dt <= 4.5, "silent host closed after %.2fs (timeout 2 s)" % dt)
     env.log("silent host closed after %.2fs" % dt)
+    check(refused(relay)["timeout"] == 1, "the silent host counted: %r" % refused(relay))
 
     # A standard client library sees the same handshake.
     async def lib_hello():
@@ -146,6 +167,7 @@ def scenario(env):
     check(not (isinstance(ans, dict) and ans.get("ok") is True), "4th host welcomed: %r" % ans)
     check(p is None or p.ws.wait_closed(3), "the 4th host's tunnel stays open")
     env.log("4th host over the limit: %r" % ans)
+    check(refused(relay)["full"] == 1, "the 4th host counted at the limit: %r" % refused(relay))
     relay.wait_health(connected_hosts=3)
 
     # Keepalive: the relay pings (its reaper runs every 5 s, so an interval
