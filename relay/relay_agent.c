@@ -60,7 +60,7 @@
 #define AG_QUEUE_MSGS    ((size_t)16384)
 #define AG_PING_MS       (30000) /* coa's Host Manager pings every 30 s too */
 #define AG_UDP_PING_MS   (5000)
-#define AG_UDP_FRESH_MS  (15000) /* UDP counts as working this long after a pong */
+#define AG_UDP_FRESH_MS  (12000) /* UDP counts as working this long after a pong (2 pings) */
 #define AG_MAX_USESS     (4096)
 #define AG_USESS_IDLE_MS (130000) /* the relay forgets a session after 120 s */
 /* Datagrams to the relay leave in batches (sendmmsg before the loop

@@ -60,7 +60,7 @@
 #define TUN_HOST_QUEUE_MAX  ((size_t)8 * 1024 * 1024)
 #define TUN_HOST_QUEUE_MSGS ((size_t)16384)
 #define TUN_PENDING_HOSTS   (64)    /* handshakes at once beyond max_hosts */
-#define TUN_UDP_FRESH_MS    (30000) /* the agent's UDP address counts this long */
+#define TUN_UDP_FRESH_MS    (12000) /* the agent's UDP address counts this long (2 pings) */
 #define TUN_UDP_PING_MS     (5000)
 /* Datagrams to and from agents go in batches (sendmmsg before the loop
  * sleeps, recvmmsg): a game datagram costs a fraction of a syscall. */

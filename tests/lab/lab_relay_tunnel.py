@@ -10,8 +10,10 @@ the lab's rally-master. From another public host (a player): quakestat -q3s
 against the relay's address reads the home server; the master lists the
 relay's address, learnt from the home server's own infoResponse; rcon from
 the player is dropped at the relay; the datagram path is UDP through the
-NAT (the agent's pings keep its mapping); killing the agent flatlines the
-server at the master."""
+NAT (the agent's pings keep its mapping); with UDP cut at the home router
+the datagrams fall back to the WebSocket and the server stays readable,
+and go back to UDP when it returns; killing the agent flatlines the server
+at the master."""
 
 import os
 import sys
@@ -126,6 +128,26 @@ def scenario(env):
     env.log("through the symmetric NAT: udp in %d out %d, rtt %d us" % (
         m.get("rally_relay_tunnel_udp_in_total", 0), m.get("rally_relay_tunnel_udp_out_total", 0),
         m.get("rally_relay_tunnel_udp_rtt_us", 0)))
+
+    # ---- UDP cut between home and the relay: the tunnel carries it ----
+    # The home router drops every datagram between home and the relay (the
+    # players' own UDP never crosses it). The agent misses its pongs and
+    # says so, the relay stops hearing the agent and sends over the
+    # WebSocket; a player still reads the server. UDP back: back on UDP.
+    s.router.nft("table inet cut {\n chain f {\n  type filter hook forward priority -10;\n"
+                 "  ip daddr %s meta l4proto udp drop\n  ip saddr %s meta l4proto udp drop\n"
+                 " }\n}\n" % (pub, pub))
+    agent.wait_line(r"tunnel-udp-lost relay=.* fallback=tunnel", 30)
+    wait_for(lambda: metrics(front_host).get('rally_relay_tunnel_server_path{path="tunnel"}') == 1,
+             30, "the relay to send over the tunnel")
+    rc, out, err = quakestat(player, "-q3s", (pub, 27960))
+    check(rc == 0 and "lab-home" in out, "quakestat -q3s with UDP cut: %r %r" % (out, err))
+    env.log("UDP cut: the agent fell back, quakestat reads the server over the WebSocket")
+    s.router.sh("nft", "delete", "table", "inet", "cut")
+    wait_for(lambda: metrics(front_host).get('rally_relay_tunnel_server_path{path="udp"}') == 1,
+             20, "the relay back on UDP")
+    rc, out, err = quakestat(player, "-q3s", (pub, 27960))
+    check(rc == 0 and "lab-home" in out, "quakestat -q3s with UDP back: %r %r" % (out, err))
 
     # ---- the agent killed: flatline at the master ----
     agent.p.kill()
