@@ -82,6 +82,17 @@ def scenario(env):
           "no tunnelled session: %r" % sess)
     agst = status(ag)
     check(agst["datagram_path"] == "udp" and agst["game_sessions"] >= 1, "agent: %r" % agst)
+    # Three more players, three more sessions at home: one local socket
+    # each toward the server (it sees one address per player).
+    n0 = agst["game_sessions"]
+    for i in range(3):
+        p = env.udp("127.0.0.%d" % (51 + i))
+        ans = ask(p, front, "getinfo player%d" % i)
+        check(ans and ("player%d" % i).encode() in ans, "player %d's getinfo: %r" % (i, ans))
+    agst = status(ag)
+    check(agst["game_sessions"] == n0 + 3, "agent sessions %d -> %d after three new players" % (
+        n0, agst["game_sessions"]))
+    env.log("agent: %d game sessions, one local socket each" % agst["game_sessions"])
     met = relay.metrics()
     check(met.get("rally_relay_tunnel_udp_in_total", 0) > 0 and
           met.get("rally_relay_tunnel_udp_out_total", 0) > 0, "udp counters: %r" % met)
