@@ -121,6 +121,13 @@ void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind
 /* Marks an entry refreshed now (it expires ttl_ms from now; newest first). */
 void master_registry_refresh(struct master_registry *reg, enum master_reg_kind kind, void *val);
 void master_registry_del(struct master_registry *reg, enum master_reg_kind kind, void *val);
+/*
+ * The kind's generation: it grows with every put that inserts, refresh,
+ * delete, expiry and restore. A module that changes a listed value in any
+ * other way calls master_registry_changed() (kept lists depend on it).
+ */
+uint64_t master_registry_gen(const struct master_registry *reg, enum master_reg_kind kind);
+void master_registry_changed(struct master_registry *reg, enum master_reg_kind kind);
 /* Drops what has expired; also runs every second on its own. */
 void master_registry_expire(struct master_registry *reg);
 
