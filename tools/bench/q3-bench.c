@@ -106,7 +106,9 @@ static ssize_t recv_to(int fd, uint8_t *buf, size_t cap, struct in_addr *dst, in
 {
 	char cbuf[CMSG_SPACE(sizeof(struct in_pktinfo))];
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf)};
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	ssize_t n;
@@ -183,8 +185,8 @@ static int do_register(const struct sockaddr_in *master, unsigned count)
 				long idx = index_of(dst, 20);
 				int m;
 
-				if ((size_t)n < 12 || memcmp(buf, OOB "getinfo ", 12) != 0 || idx < 0 ||
-				    (unsigned long)idx >= count)
+				if ((size_t)n < 12 || memcmp(buf, OOB "getinfo ", 12) != 0 ||
+				    idx < 0 || (unsigned long)idx >= count)
 					continue;
 				buf[n] = '\0';
 				m = snprintf(out, sizeof(out),
@@ -249,8 +251,8 @@ static int do_rate(const struct sockaddr_in *master, double seconds, unsigned wi
 			/* Lost datagrams: refill the window. */
 			if (now_ms() - last_rx > 50) {
 				for (unsigned k = 0; k < window; k++)
-					send_from(fd, ip_of(21, (unsigned)(ip++ % RATE_IPS)), master,
-						  req, (size_t)len);
+					send_from(fd, ip_of(21, (unsigned)(ip++ % RATE_IPS)),
+						  master, req, (size_t)len);
 				last_rx = now_ms();
 			}
 			continue;
