@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -105,6 +106,46 @@ static bool keep_ip(const char *h, size_t hn)
 	return second >= 16 && second <= 31;
 }
 
+static bool is_hex(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/*
+ * An IPv6 address at text[i] (a run of hex digits and colons with a colon
+ * in it twice, nothing of a word or a dot on either side, that inet_pton
+ * takes): the run's length and the address in *a, else 0.
+ * A run followed by a dot is a v4-mapped address's head: the IPv4 rule
+ * masks its tail.
+ */
+static size_t ipv6_at(const char *t, size_t len, size_t i, struct in6_addr *a)
+{
+	char buf[INET6_ADDRSTRLEN];
+	size_t at = i, colons = 0;
+
+	if (i > 0 && (is_word(t[i - 1]) || t[i - 1] == ':' || t[i - 1] == '.'))
+		return 0;
+	while (at < len && (is_hex(t[at]) || t[at] == ':') && at - i < sizeof(buf) - 1)
+		colons += t[at++] == ':';
+	if (colons < 2 || (at < len && (is_word(t[at]) || t[at] == '.' || t[at] == ':')))
+		return 0;
+	memcpy(buf, t + i, at - i);
+	buf[at - i] = '\0';
+	if (inet_pton(AF_INET6, buf, a) != 1)
+		return 0;
+	return at - i;
+}
+
+/* Global unicast (2000::/3) is masked; loopback, link-local, unique local
+ * and the v4-mapped are not public addresses of a player, and a /48 with
+ * nothing after it names a site, not a host. */
+static bool keep_ip6(const struct in6_addr *a)
+{
+	static const uint8_t zero[10];
+
+	return (a->s6_addr[0] & 0xe0) != 0x20 || memcmp(a->s6_addr + 6, zero, 10) == 0;
+}
+
 size_t log_redact(const char *t, size_t len, char *out, size_t size)
 {
 	size_t o = 0, i = 0;
@@ -113,7 +154,32 @@ size_t log_redact(const char *t, size_t len, char *out, size_t size)
 		return 0;
 	while (i < len && o + 1 < size) {
 		size_t head = 0, m = is_digit(t[i]) ? ipv4_at(t, len, i, &head) : 0;
+		struct in6_addr a6;
+		size_t m6 = m == 0 && (is_hex(t[i]) || t[i] == ':') ? ipv6_at(t, len, i, &a6) : 0;
 
+		if (m6 > 0 && !keep_ip6(&a6)) {
+			char p[INET6_ADDRSTRLEN + 2];
+			size_t pl, c;
+
+			memset(a6.s6_addr + 6, 0, 10);
+			inet_ntop(AF_INET6, &a6, p, sizeof(p) - 2);
+			pl = strlen(p);
+			/* "2001:db8:1::" + "x"; a /48 with zeros ends "::" too. */
+			p[pl++] = 'x';
+			c = pl < size - 1 - o ? pl : size - 1 - o;
+			memcpy(out + o, p, c);
+			o += c;
+			i += m6;
+			continue;
+		}
+		if (m6 > 0) {
+			size_t c = m6 < size - 1 - o ? m6 : size - 1 - o;
+
+			memcpy(out + o, t + i, c);
+			o += c;
+			i += m6;
+			continue;
+		}
 		if (m == 0) {
 			out[o++] = t[i++];
 			continue;

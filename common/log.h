@@ -77,8 +77,11 @@ bool log_status_on(void);
  * IPv4 addresses in every line from now on: the host part of a public one
  * masked ("203.0.113.47" -> "203.0.113.x"); loopback, 10/8, 172.16/12,
  * 192.168/16 and 169.254/16 left as they are (netpunch's lobby.py redact,
- * for logs players share), and 0/8 too (0.0.0.0 is nobody's). Off by
- * default.
+ * for logs players share), and 0/8 too (0.0.0.0 is nobody's). Global
+ * IPv6 addresses (2000::/3) keep their /48, the rest masked
+ * ("[2001:db8:1:2::5]:9" -> "[2001:db8:1::x]:9"); ::1, fe80::/10, fc00::/7
+ * and the v4-mapped stay (the IPv4 rule masks a mapped public address's
+ * tail). Off by default.
  */
 void log_set_redact(bool on);
 /* Masks text (len bytes) into out (size bytes, NUL-terminated); returns the

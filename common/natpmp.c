@@ -1,12 +1,12 @@
 /*
  * NAT-PMP mappings through libnatpmp on the loop's worker thread.
  *
- * The shape of upnp.c: every libnatpmp call runs in a work function;
- * results travel back in the job and reach the owner in the done callback,
- * on the loop. The worker is one thread running jobs in submission order,
- * so the jobs of one natpmp never overlap. What both threads touch (the
- * mapped ports, the jobs in flight, closing) is under mu; the renewal
- * timer and the references are the loop's.
+ * The shape of upnp.c, over the same common/workq: every libnatpmp call
+ * runs in a work function; results travel back in the job and reach the
+ * owner in the done callback, on the loop. The worker is one thread running
+ * jobs in submission order, so the jobs of one natpmp never overlap. What
+ * both threads touch (the mapped ports, the jobs in flight, closing) is
+ * under q.mu; the renewal timer and the references are the loop's.
  *
  * Each request gets a fresh libnatpmp object - a socket of its own, the
  * gateway found again - so a late answer to an earlier request (libnatpmp
@@ -38,6 +38,8 @@
 
 #include "ev.h"
 #include "log.h"
+#include "strbuf.h"
+#include "workq.h"
 
 #define NATPMP_FREE_WAIT_MS (3000)
 #define NATPMP_NO_ANSWER    (NATPMP_TRYAGAIN) /* request(): nothing in NATPMP_ANSWER_MS */
@@ -49,7 +51,7 @@ struct mapping {
 
 struct natpmp {
 	struct ev_loop *loop;
-	int refs; /* loop thread only */
+	struct workq q;
 
 	/* Loop thread only: the renewal. */
 	struct ev_timer renew;
@@ -60,12 +62,8 @@ struct natpmp {
 	uint32_t want_lifetime_s;
 	long long expires_ms; /* ev_now() when the last grant runs out */
 
-	pthread_mutex_t mu;
-	pthread_cond_t cond; /* signalled when a job's work ends */
-	int inflight;        /* under mu: submitted, work not ended */
-	bool closing;        /* under mu */
-	struct mapping udp;  /* under mu */
-	struct mapping tcp;  /* under mu */
+	struct mapping udp; /* under q.mu */
+	struct mapping tcp; /* under q.mu */
 };
 
 enum job_kind {
@@ -74,6 +72,7 @@ enum job_kind {
 };
 
 struct job {
+	struct workq_job w;
 	struct natpmp *n;
 	enum job_kind kind;
 	bool renewal;
@@ -83,21 +82,14 @@ struct job {
 	void *arg;
 	struct natpmp_result res;
 	int removed; /* JOB_UNMAP: mappings removed */
-	bool ended;  /* under n->mu: the work function has returned */
-	bool sync;   /* a natpmp_unmap_sync() caller waits for it */
 };
 
-static void destroy(struct natpmp *n)
+static void destroy(void *owner)
 {
-	pthread_mutex_destroy(&n->mu);
-	pthread_cond_destroy(&n->cond);
-	free(n);
-}
+	struct natpmp *n = owner;
 
-static void unref(struct natpmp *n)
-{
-	if (--n->refs == 0)
-		destroy(n);
+	workq_fini(&n->q);
+	free(n);
 }
 
 long long natpmp_renew_delay_ms(long long left_ms)
@@ -116,17 +108,9 @@ static void res_error(struct natpmp_result *res, const char *fmt, ...)
 static void res_error(struct natpmp_result *res, const char *fmt, ...)
 {
 	va_list ap;
-	size_t n = strlen(res->error);
 
-	/* Keep the first failure, append the later ones. */
-	if (n != 0 && n + 2 < sizeof(res->error)) {
-		memcpy(res->error + n, "; ", 3);
-		n += 2;
-	}
-	if (n + 1 >= sizeof(res->error))
-		return;
 	va_start(ap, fmt);
-	vsnprintf(res->error + n, sizeof(res->error) - n, fmt, ap);
+	errtext_vappend(res->error, sizeof(res->error), fmt, ap);
 	va_end(ap);
 }
 
@@ -230,20 +214,20 @@ out:
 
 static void get_state(struct natpmp *n, struct mapping *udp, struct mapping *tcp, bool *closing)
 {
-	pthread_mutex_lock(&n->mu);
+	pthread_mutex_lock(&n->q.mu);
 	*udp = n->udp;
 	*tcp = n->tcp;
 	if (closing != NULL)
-		*closing = n->closing;
-	pthread_mutex_unlock(&n->mu);
+		*closing = n->q.closing;
+	pthread_mutex_unlock(&n->q.mu);
 }
 
 static void set_state(struct natpmp *n, const struct mapping *udp, const struct mapping *tcp)
 {
-	pthread_mutex_lock(&n->mu);
+	pthread_mutex_lock(&n->q.mu);
 	n->udp = *udp;
 	n->tcp = *tcp;
-	pthread_mutex_unlock(&n->mu);
+	pthread_mutex_unlock(&n->q.mu);
 }
 
 static int proto_of(bool udp)
@@ -370,17 +354,12 @@ static void unmap_now(struct job *j)
 static void work(void *arg)
 {
 	struct job *j = arg;
-	struct natpmp *n = j->n;
 
 	if (j->kind == JOB_MAP)
 		map_now(j);
 	else
 		unmap_now(j);
-	pthread_mutex_lock(&n->mu);
-	j->ended = true;
-	n->inflight--;
-	pthread_cond_broadcast(&n->cond);
-	pthread_mutex_unlock(&n->mu);
+	workq_work_ended(&j->w);
 }
 
 /* ---- loop side ---- */
@@ -421,21 +400,15 @@ static void done(void *arg, bool cancelled)
 {
 	struct job *j = arg;
 	struct natpmp *n = j->n;
-	bool closing;
 
-	pthread_mutex_lock(&n->mu);
-	if (cancelled) /* the loop was freed before the job ran */
-		n->inflight--;
-	closing = n->closing;
-	pthread_mutex_unlock(&n->mu);
-	if (!cancelled && !closing) {
+	if (workq_done(&j->w, cancelled)) {
 		if (j->kind == JOB_MAP)
 			schedule(n, j);
-		if (!j->sync && j->cb != NULL)
+		if (!j->w.sync && j->cb != NULL)
 			j->cb(j->arg, &j->res);
 	}
 	free(j);
-	unref(n);
+	workq_unref(&n->q);
 }
 
 static struct job *job_new(struct natpmp *n, enum job_kind kind, natpmp_cb *cb, void *arg)
@@ -448,24 +421,16 @@ static struct job *job_new(struct natpmp *n, enum job_kind kind, natpmp_cb *cb, 
 	j->kind = kind;
 	j->cb = cb;
 	j->arg = arg;
-	pthread_mutex_lock(&n->mu);
-	n->inflight++;
-	pthread_mutex_unlock(&n->mu);
-	n->refs++;
+	workq_job_start(&n->q, &j->w);
 	return j;
 }
 
-static int queue(struct natpmp *n, struct job *j)
+static int queue(struct job *j)
 {
-	int r = ev_work_submit(n->loop, work, done, j);
+	int r = workq_submit(&j->w, work, done, j);
 
-	if (r < 0) {
-		pthread_mutex_lock(&n->mu);
-		n->inflight--;
-		pthread_mutex_unlock(&n->mu);
+	if (r < 0)
 		free(j);
-		unref(n);
-	}
 	return r;
 }
 
@@ -480,7 +445,7 @@ static int submit_map(struct natpmp *n, bool renewal)
 	j->udp_port = n->want_udp;
 	j->tcp_port = n->want_tcp;
 	j->lifetime_s = n->want_lifetime_s;
-	return queue(n, j);
+	return queue(j);
 }
 
 int natpmp_map(struct natpmp *n, uint16_t udp_port, uint16_t tcp_port, uint32_t lifetime_s,
@@ -517,58 +482,39 @@ int natpmp_unmap(struct natpmp *n, natpmp_cb *cb, void *arg)
 	j = job_new(n, JOB_UNMAP, cb, arg);
 	if (j == NULL)
 		return -ENOMEM;
-	return queue(n, j);
-}
-
-static void deadline_in(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
+	return queue(j);
 }
 
 int natpmp_unmap_sync(struct natpmp *n, long timeout_ms)
 {
-	struct timespec deadline;
 	struct job *j;
+	bool idle;
 	int ret;
 
 	if (n == NULL)
 		return 0;
 	stop_renewing(n);
-	pthread_mutex_lock(&n->mu);
+	pthread_mutex_lock(&n->q.mu);
 	/* Nothing mapped and no map on its way: nothing to wait for. */
-	if (n->udp.port == 0 && n->tcp.port == 0 && n->inflight == 0) {
-		pthread_mutex_unlock(&n->mu);
+	idle = n->udp.port == 0 && n->tcp.port == 0 && n->q.inflight == 0;
+	pthread_mutex_unlock(&n->q.mu);
+	if (idle)
 		return 0;
-	}
-	pthread_mutex_unlock(&n->mu);
 	j = job_new(n, JOB_UNMAP, NULL, NULL);
 	if (j == NULL)
 		return -ENOMEM;
-	j->sync = true;
-	ret = queue(n, j);
+	j->w.sync = true;
+	ret = queue(j);
 	if (ret < 0)
 		return ret;
 	/* j stays ours until its done callback, which runs on this thread
 	 * (a later loop iteration or ev_loop_free), so reading it is safe. */
-	deadline_in(&deadline, timeout_ms > 0 ? timeout_ms : 0);
-	pthread_mutex_lock(&n->mu);
-	while (!j->ended) {
-		if (pthread_cond_timedwait(&n->cond, &n->mu, &deadline) == ETIMEDOUT)
-			break;
-	}
-	if (!j->ended)
+	if (!workq_wait(&j->w, timeout_ms))
 		ret = -ETIMEDOUT;
 	else if (j->res.udp_mapped || j->res.tcp_mapped)
 		ret = -EIO;
 	else
 		ret = j->removed;
-	pthread_mutex_unlock(&n->mu);
 	if (ret == -EIO)
 		log_warnx("natpmp-unmap-fail error=\"%s\"", j->res.error);
 	return ret;
@@ -577,35 +523,19 @@ int natpmp_unmap_sync(struct natpmp *n, long timeout_ms)
 struct natpmp *natpmp_new(struct ev_loop *loop)
 {
 	struct natpmp *n = calloc(1, sizeof(*n));
-	pthread_condattr_t ca;
 
 	if (n == NULL)
 		return NULL;
 	n->loop = loop;
-	n->refs = 1;
 	ev_timer_init(&n->renew);
-	pthread_mutex_init(&n->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&n->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	workq_init(&n->q, loop, destroy, n);
 	return n;
 }
 
 void natpmp_free(struct natpmp *n)
 {
-	struct timespec deadline;
-
 	if (n == NULL)
 		return;
 	stop_renewing(n);
-	deadline_in(&deadline, NATPMP_FREE_WAIT_MS);
-	pthread_mutex_lock(&n->mu);
-	n->closing = true;
-	while (n->inflight > 0) {
-		if (pthread_cond_timedwait(&n->cond, &n->mu, &deadline) == ETIMEDOUT)
-			break;
-	}
-	pthread_mutex_unlock(&n->mu);
-	unref(n);
+	workq_close(&n->q, NATPMP_FREE_WAIT_MS);
 }

@@ -68,3 +68,16 @@ void strbuf_printf(struct strbuf *b, const char *fmt, ...)
 	va_end(ap);
 	b->len += (size_t)n;
 }
+
+void errtext_vappend(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	size_t n = strnlen(buf, size);
+
+	if (n != 0 && n + 2 < size) {
+		memcpy(buf + n, "; ", 3);
+		n += 2;
+	}
+	if (n + 1 >= size)
+		return;
+	vsnprintf(buf + n, size - n, fmt, ap);
+}

@@ -6,13 +6,13 @@
  * one thread running jobs in submission order, so the jobs of one upnp
  * never overlap and the router state below (urls, data, lan_ip) needs no
  * lock. What the loop thread may read while a job runs (the mapped ports,
- * the jobs in flight, closing) is under mu.
+ * the jobs in flight, closing) is under q.mu.
  *
- * Lifetime: the owner holds one reference and every job one more (loop
- * thread only, no lock). upnp_free() marks the object closing (queued maps
- * are skipped, callbacks are no longer called), waits up to 3 s for work in
- * flight, and drops the owner's reference; the last done callback - which
- * ev_loop_free() runs too - frees what is left.
+ * Lifetime (common/workq): the owner holds one reference and every job one
+ * more (loop thread only, no lock). upnp_free() marks the object closing
+ * (queued maps are skipped, callbacks are no longer called), waits up to
+ * 3 s for work in flight, and drops the owner's reference; the last done
+ * callback - which ev_loop_free() runs too - frees what is left.
  */
 #include "upnp.h"
 
@@ -29,20 +29,17 @@
 
 #include "ev.h"
 #include "log.h"
+#include "strbuf.h"
+#include "workq.h"
 
 #define UPNP_DISCOVER_MS  (2000) /* SSDP answers are awaited this long */
 #define UPNP_FREE_WAIT_MS (3000)
 
 struct upnp {
 	struct ev_loop *loop;
-	int refs; /* loop thread only */
-
-	pthread_mutex_t mu;
-	pthread_cond_t cond; /* signalled when a job's work ends */
-	int inflight;        /* under mu: submitted, work not ended */
-	bool closing;        /* under mu */
-	uint16_t udp_port;   /* under mu: mapped now (0 = none) */
-	uint16_t tcp_port;   /* under mu */
+	struct workq q;
+	uint16_t udp_port; /* under q.mu: mapped now (0 = none) */
+	uint16_t tcp_port; /* under q.mu */
 
 	/* Worker only. */
 	bool have_igd;
@@ -59,6 +56,7 @@ enum job_kind {
 };
 
 struct job {
+	struct workq_job w;
 	struct upnp *u;
 	enum job_kind kind;
 	uint16_t udp_port, tcp_port;
@@ -66,23 +64,16 @@ struct job {
 	upnp_cb *cb;
 	void *arg;
 	struct upnp_result res;
-	bool ended; /* under u->mu: the work function has returned */
-	bool sync;  /* a upnp_unmap_sync() caller waits for it */
 };
 
-static void destroy(struct upnp *u)
+static void destroy(void *owner)
 {
+	struct upnp *u = owner;
+
 	if (u->have_igd)
 		FreeUPNPUrls(&u->urls);
-	pthread_mutex_destroy(&u->mu);
-	pthread_cond_destroy(&u->cond);
+	workq_fini(&u->q);
 	free(u);
-}
-
-static void unref(struct upnp *u)
-{
-	if (--u->refs == 0)
-		destroy(u);
 }
 
 /* ---- worker side ---- */
@@ -92,17 +83,9 @@ static void res_error(struct upnp_result *res, const char *fmt, ...)
 static void res_error(struct upnp_result *res, const char *fmt, ...)
 {
 	va_list ap;
-	size_t n = strlen(res->error);
 
-	/* Keep the first failure, append the later ones. */
-	if (n != 0 && n + 2 < sizeof(res->error)) {
-		memcpy(res->error + n, "; ", 3);
-		n += 2;
-	}
-	if (n + 1 >= sizeof(res->error))
-		return;
 	va_start(ap, fmt);
-	vsnprintf(res->error + n, sizeof(res->error) - n, fmt, ap);
+	errtext_vappend(res->error, sizeof(res->error), fmt, ap);
 	va_end(ap);
 }
 
@@ -210,20 +193,20 @@ static bool delete_mapping(struct upnp *u, struct upnp_result *res, uint16_t por
 
 static void set_mapped(struct upnp *u, uint16_t udp_port, uint16_t tcp_port)
 {
-	pthread_mutex_lock(&u->mu);
+	pthread_mutex_lock(&u->q.mu);
 	u->udp_port = udp_port;
 	u->tcp_port = tcp_port;
-	pthread_mutex_unlock(&u->mu);
+	pthread_mutex_unlock(&u->q.mu);
 }
 
 static void get_mapped(struct upnp *u, uint16_t *udp_port, uint16_t *tcp_port, bool *closing)
 {
-	pthread_mutex_lock(&u->mu);
+	pthread_mutex_lock(&u->q.mu);
 	*udp_port = u->udp_port;
 	*tcp_port = u->tcp_port;
 	if (closing != NULL)
-		*closing = u->closing;
-	pthread_mutex_unlock(&u->mu);
+		*closing = u->q.closing;
+	pthread_mutex_unlock(&u->q.mu);
 }
 
 /* Removes what is mapped; the result says what is left. */
@@ -290,11 +273,7 @@ static void work(void *arg)
 			unmap_now(u, &j->res);
 		fill_router(u, &j->res);
 	}
-	pthread_mutex_lock(&u->mu);
-	j->ended = true;
-	u->inflight--;
-	pthread_cond_broadcast(&u->cond);
-	pthread_mutex_unlock(&u->mu);
+	workq_work_ended(&j->w);
 }
 
 /* ---- loop side ---- */
@@ -303,17 +282,11 @@ static void done(void *arg, bool cancelled)
 {
 	struct job *j = arg;
 	struct upnp *u = j->u;
-	bool closing;
 
-	pthread_mutex_lock(&u->mu);
-	if (cancelled) /* the loop was freed before the job ran */
-		u->inflight--;
-	closing = u->closing;
-	pthread_mutex_unlock(&u->mu);
-	if (!cancelled && !closing && !j->sync && j->cb != NULL)
+	if (workq_done(&j->w, cancelled) && !j->w.sync && j->cb != NULL)
 		j->cb(j->arg, &j->res);
 	free(j);
-	unref(u);
+	workq_unref(&u->q);
 }
 
 static struct job *submit(struct upnp *u, enum job_kind kind, upnp_cb *cb, void *arg, int *err)
@@ -328,24 +301,16 @@ static struct job *submit(struct upnp *u, enum job_kind kind, upnp_cb *cb, void 
 	j->kind = kind;
 	j->cb = cb;
 	j->arg = arg;
-	pthread_mutex_lock(&u->mu);
-	u->inflight++;
-	pthread_mutex_unlock(&u->mu);
-	u->refs++;
+	workq_job_start(&u->q, &j->w);
 	return j;
 }
 
-static int queue(struct upnp *u, struct job *j)
+static int queue(struct job *j)
 {
-	int r = ev_work_submit(u->loop, work, done, j);
+	int r = workq_submit(&j->w, work, done, j);
 
-	if (r < 0) {
-		pthread_mutex_lock(&u->mu);
-		u->inflight--;
-		pthread_mutex_unlock(&u->mu);
+	if (r < 0)
 		free(j);
-		unref(u);
-	}
 	return r;
 }
 
@@ -363,7 +328,7 @@ int upnp_map(struct upnp *u, uint16_t udp_port, uint16_t tcp_port, const char *d
 	j->udp_port = udp_port;
 	j->tcp_port = tcp_port;
 	snprintf(j->desc, sizeof(j->desc), "%s", description != NULL ? description : "rallypoint");
-	return queue(u, j);
+	return queue(j);
 }
 
 int upnp_unmap(struct upnp *u, upnp_cb *cb, void *arg)
@@ -376,57 +341,38 @@ int upnp_unmap(struct upnp *u, upnp_cb *cb, void *arg)
 	j = submit(u, JOB_UNMAP, cb, arg, &err);
 	if (j == NULL)
 		return err;
-	return queue(u, j);
-}
-
-static void deadline_in(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
+	return queue(j);
 }
 
 int upnp_unmap_sync(struct upnp *u, long timeout_ms)
 {
-	struct timespec deadline;
 	struct job *j;
 	int err = 0, ret;
+	bool idle;
 
 	if (u == NULL)
 		return 0;
-	pthread_mutex_lock(&u->mu);
+	pthread_mutex_lock(&u->q.mu);
 	/* Nothing mapped and no map on its way: nothing to wait for. */
-	if (u->udp_port == 0 && u->tcp_port == 0 && u->inflight == 0) {
-		pthread_mutex_unlock(&u->mu);
+	idle = u->udp_port == 0 && u->tcp_port == 0 && u->q.inflight == 0;
+	pthread_mutex_unlock(&u->q.mu);
+	if (idle)
 		return 0;
-	}
-	pthread_mutex_unlock(&u->mu);
 	j = submit(u, JOB_UNMAP, NULL, NULL, &err);
 	if (j == NULL)
 		return err;
-	j->sync = true;
-	ret = queue(u, j);
+	j->w.sync = true;
+	ret = queue(j);
 	if (ret < 0)
 		return ret;
 	/* j stays ours until its done callback, which runs on this thread
 	 * (a later loop iteration or ev_loop_free), so reading it is safe. */
-	deadline_in(&deadline, timeout_ms > 0 ? timeout_ms : 0);
-	pthread_mutex_lock(&u->mu);
-	while (!j->ended) {
-		if (pthread_cond_timedwait(&u->cond, &u->mu, &deadline) == ETIMEDOUT)
-			break;
-	}
-	if (!j->ended)
+	if (!workq_wait(&j->w, timeout_ms))
 		ret = -ETIMEDOUT;
 	else if (j->res.udp_mapped || j->res.tcp_mapped)
 		ret = -EIO;
 	else
 		ret = 0;
-	pthread_mutex_unlock(&u->mu);
 	if (ret == -EIO)
 		log_warnx("upnp-unmap-fail error=\"%s\"", j->res.error);
 	return ret;
@@ -435,33 +381,17 @@ int upnp_unmap_sync(struct upnp *u, long timeout_ms)
 struct upnp *upnp_new(struct ev_loop *loop)
 {
 	struct upnp *u = calloc(1, sizeof(*u));
-	pthread_condattr_t ca;
 
 	if (u == NULL)
 		return NULL;
 	u->loop = loop;
-	u->refs = 1;
-	pthread_mutex_init(&u->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&u->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	workq_init(&u->q, loop, destroy, u);
 	return u;
 }
 
 void upnp_free(struct upnp *u)
 {
-	struct timespec deadline;
-
 	if (u == NULL)
 		return;
-	deadline_in(&deadline, UPNP_FREE_WAIT_MS);
-	pthread_mutex_lock(&u->mu);
-	u->closing = true;
-	while (u->inflight > 0) {
-		if (pthread_cond_timedwait(&u->cond, &u->mu, &deadline) == ETIMEDOUT)
-			break;
-	}
-	pthread_mutex_unlock(&u->mu);
-	unref(u);
+	workq_close(&u->q, UPNP_FREE_WAIT_MS);
 }

@@ -118,9 +118,10 @@ struct lobby_cfg {
 	size_t nstun;
 	bool stun_off;
 	bool upnp_off;
-	bool netpunch_schedule; /* --schedule netpunch: the reference's knock timings */
-	bool observe_json;      /* observe --json */
-	bool natpmp_off;        /* --natpmp off, or --upnp off without --natpmp on */
+	bool netpunch_schedule;   /* --schedule netpunch: the reference's knock timings */
+	bool observe_json;        /* observe --json */
+	bool natpmp_off;          /* --natpmp off, or --upnp off without --natpmp on */
+	uint64_t natpmp_lifetime; /* --natpmp-lifetime: seconds asked (renewed at half) */
 	char protocol_version[64];
 	struct addr lan; /* --lan-ip: the LAN candidate to advertise */
 	bool lan_set;

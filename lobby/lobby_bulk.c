@@ -366,7 +366,7 @@ static int listen_on(struct lobby_bulk *b, const char *ip, uint16_t port)
 	 * only": the port number is held exclusively by our UDP socket, so no
 	 * second lobby can share it; another process of this user could.
 	 */
-	if (a.ss.ss_family == AF_INET && b->l->dual != NULL)
+	if (b->l->dual != NULL)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
 	if (a.ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));

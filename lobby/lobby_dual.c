@@ -823,19 +823,24 @@ static void on_link_timer(struct ev_timer *t, void *arg)
 
 /* ---- dialling ---- */
 
-static int bound_socket(struct lobby_dual *d)
+/* A TCP socket of the peer's family bound to our lobby port's number
+ * (IPv6: v6-only, beside the v6 UDP socket and the bulk v6 listener). */
+static int bound_socket(struct lobby_dual *d, const struct addr *peer)
 {
+	bool v6 = !addr_is_v4(peer);
 	struct addr local;
 	int fd, on = 1;
 
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* Linux wants both on the listener and on every socket bound beside
 	 * it (dual_tcp.dial); the port is our UDP lobby port's number. */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
-	addr_parse(&local, "0.0.0.0:0", -1);
+	if (v6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	addr_parse(&local, v6 ? "[::]:0" : "0.0.0.0:0", -1);
 	addr_set_port(&local, lobby_net_port(d->l->net));
 	if (bind(fd, (const struct sockaddr *)&local.ss, local.len) < 0) {
 		int e = -errno;
@@ -851,7 +856,7 @@ static void dial_once(struct dpeer *p)
 	struct lobby_dual *d = p->d;
 	char a[ADDR_STRLEN];
 	struct link *k;
-	int fd = bound_socket(d);
+	int fd = bound_socket(d, &p->addr);
 
 	d->st.dials++;
 	if (fd >= 0 && connect(fd, (const struct sockaddr *)&p->addr.ss, p->addr.len) < 0 &&
@@ -915,7 +920,7 @@ static void on_accept(struct ev_io *io, uint32_t events, void *arg)
 static void listen_open(struct dpeer *p)
 {
 	struct lobby_dual *d = p->d;
-	int fd = bound_socket(d);
+	int fd = bound_socket(d, &p->addr);
 
 	if (fd >= 0 && listen(fd, 4) < 0) {
 		int e = -errno;
@@ -959,7 +964,7 @@ static void window_open(struct dpeer *p, long long first_ms)
 {
 	struct lobby_dual *d = p->d;
 
-	if (p->dial_until != 0 || !addr_is_v4(&p->addr))
+	if (p->dial_until != 0)
 		return;
 	p->dial_until = now_ms(d) + first_ms + LOBBY_DUAL_DIAL_FOR_MS;
 	if (!d->host)

@@ -206,7 +206,7 @@ static void start_natpmp(struct lobby_observe *o)
 		return;
 	o->natpmp = natpmp_new(l->loop);
 	if (o->natpmp != NULL &&
-	    natpmp_map(o->natpmp, port, port, NATPMP_LIFETIME_S, on_natpmp, o) == 0)
+	    natpmp_map(o->natpmp, port, port, (uint32_t)l->cfg.natpmp_lifetime, on_natpmp, o) == 0)
 		o->natpmp_pending = true;
 }
 

@@ -83,13 +83,13 @@ void lobby_trav_plan(const struct joincode *me, const struct joincode *host, boo
 	}
 	if (me != NULL && me->has_public && host->has_public && host->has_lan &&
 	    addr_same_ip(&me->pub, &host->pub)) {
-		out->knock_after_ms = LOBBY_TRAV_OPEN_KNOCK_MS;
+		out->knock_after_ms = LOBBY_TRAV_LAN_KNOCK_MS;
 		out->relay_from_knock = 2;
 		out->name = "lan";
 		snprintf(out->why, sizeof(out->why),
 			 "the host is behind our own NAT (the same public address): its LAN "
-			 "address should answer at once; a knock only after %d s",
-			 LOBBY_TRAV_OPEN_KNOCK_MS / 1000);
+			 "address should answer at once; a knock only after %d ms",
+			 LOBBY_TRAV_LAN_KNOCK_MS);
 		return;
 	}
 	if (host->open) {

@@ -36,7 +36,11 @@ struct json_object;
 struct strbuf;
 
 #define LOBBY_TRAV_OPEN_KNOCK_MS (1000) /* a reachable host: knock if not in by then */
-#define LOBBY_TRAV_MAX_CAND      (24)
+/* A host behind our own NAT: its LAN address answers in milliseconds if it
+ * answers at all (a second NAT inside ours, or a LAN that does not reach
+ * it, never does), so the knock comes sooner than for a reachable host. */
+#define LOBBY_TRAV_LAN_KNOCK_MS (250)
+#define LOBBY_TRAV_MAX_CAND     (24)
 
 /* What a dial target is (the record's candidate "kind"). */
 enum lobby_trav_kind {

@@ -34,6 +34,7 @@
 #include "lobby_save.h"
 #include "lobby_trav.h"
 #include "log.h"
+#include "natpmp.h"
 #include "strbuf.h"
 #include "seal.h"
 
@@ -94,6 +95,8 @@ static const char usage_ours[] =
 	"    --json                    observe: the profile as JSON\n"
 	"    --natpmp on|off           ask it by NAT-PMP when UPnP maps nothing (host;\n"
 	"                              default: as --upnp)\n"
+	"    --natpmp-lifetime S       the mapping's lifetime asked, renewed at half\n"
+	"                              of it (default 3600, at least 4)\n"
 	"    --ipv6 on|off|IP          IPv6 too: a global address of ours, or IP (on)\n"
 	"    --protocol-version V      the version sent and required (default 0.6.1.24)\n"
 	"    --max-players N           players at most, the host included (default 200)\n"
@@ -308,6 +311,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("schedule", set_schedule, c),
 		DAEMON_BOOL("json", &c->observe_json),
 		DAEMON_FN("natpmp", set_natpmp, c),
+		DAEMON_NUM("natpmp-lifetime", &c->natpmp_lifetime, 4, 86400, 1),
 		DAEMON_FN("ipv6", set_ipv6, c),
 		DAEMON_STR("protocol-version", c->protocol_version),
 		DAEMON_NUM("max-players", &c->max_players, 1, LOBBY_CAP, 1),
@@ -332,6 +336,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 	c->max_players = LOBBY_CAP;
 	c->game_local_port = 7771;
 	c->max_save = LOBBY_SAVE_CAP_BYTES;
+	c->natpmp_lifetime = NATPMP_LIFETIME_S;
 	snprintf(c->protocol_version, sizeof(c->protocol_version), "%s", LOBBY_VERSION_DEFAULT);
 
 	pos = daemon_parse(d, argc, argv, flags, n);

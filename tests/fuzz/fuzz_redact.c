@@ -1,10 +1,12 @@
 /*
- * The log's IPv4 redaction (common/log log_redact) over any text.
- * Invariants: the output is NUL-terminated within its size; it is at most
- * the input's length plus one byte per address masked ("47" -> "x" never
- * grows, "4" -> "x" keeps the length), so never longer than the input; a
- * second pass changes nothing (nothing masked makes a new address); text
- * without digits comes back as it was.
+ * The log's address redaction (common/log log_redact) over any text.
+ * Invariants: the output is NUL-terminated within its size; never longer
+ * than the input (IPv4: "47" -> "x" never grows, "4" -> "x" keeps the
+ * length; IPv6: a host address written out is never shorter than its /48
+ * in canonical form plus "x"); a second pass changes nothing (nothing
+ * masked makes a new address: "...::x" ends in a word character); text
+ * without digits comes back as it was (a global IPv6 address starts with
+ * 2 or 3).
  */
 #include <string.h>
 

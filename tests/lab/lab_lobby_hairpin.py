@@ -16,14 +16,11 @@ NATs, the outer one shared with the hosts on h's or c's LAN. Checks:
   here too;
 - a host behind ih (ic) with a joiner on h's (c's) LAN: the host's LAN
   address is not reachable from the outer LAN and both ends share one
-  public address, so it connects on whatever path the knock finds -
-  asserted to connect within 40 s, the path in the log and the failure.
-  Today that is the master's relay (about 7 s): the host's punch reaches
-  the joiner's LAN address from the inner router's address on the outer
-  LAN, but the joiner only answers it and never dials that source, which
-  netpunch's own joiner does (netpunch-wire.md §1.1, "HELLO (only before
-  connect)"); with that, the path is that address (no hairpin) or the
-  outer public address (hairpin) after the first knock, about 4.5 s;
+  public address. The host's punch reaches the joiner's LAN address from
+  the inner router's address on the outer LAN, and the joiner (fast
+  schedule) dials that source at once: the path is that address, or,
+  behind the NAT that hairpins, the outer public address when the
+  joiner's dial through the hairpin answers first - never the relay;
 - every namespace is deleted.
 """
 
@@ -79,10 +76,20 @@ def scenario(env):
         hl = host_lobby(lab, inner.host("host"), "host-%s" % inner.name)
         joins.append((hl, join_lobby(lab, site.host("outer"), hl.code, "outer-%s" % site.name),
                       "host behind %s, joiner on %s's LAN (hairpin=%s)" % (
-                          inner.name, site.name, site.router.hairpin)))
-    for hl, j, what in joins:
+                          inner.name, site.name, site.router.hairpin), site, inner))
+    for hl, j, what, site, inner in joins:
         path, port, secs = joined(lab, hl, j, what)
         env.log("%s: in on path %s (port %d) after %.2f s" % (what, path, port, secs))
+        punched = inner.router.wan_ip
+        want = (punched, "direct") if site.router.hairpin else (punched,)
+        check(path in want, "%s: path %s port %d, wanted %s (the inner router's address on "
+              "the outer LAN%s)" % (what, path, port, " or ".join(want),
+                                    ", or the hairpinned public one" if site.router.hairpin
+                                    else ""))
+        tr = j.wait_event(lambda e: e.get("type") == "traversal", 5, "the traversal event")
+        check(tr.get("path") in ("punched", "public"), "%s: traversal path %r" % (
+            what, tr.get("path")))
+        env.log("%s: the joiner's traversal record says %s" % (what, tr.get("path")))
     close_lab(lab)
 
 

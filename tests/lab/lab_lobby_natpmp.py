@@ -13,6 +13,9 @@ the joiner sits. Checks:
 - a joiner on a, with no master at all (--rendezvous off: only the mapping
   can let it in), gets in over that address (path "direct"), no knock;
 - after the host quits, it logged natpmp-unmapped and the rules are gone;
+- a host asking a 4 s lifetime (--natpmp-lifetime 4) renews it every 2 s:
+  three renewals, the rules still there past the first lifetime, a
+  master-less joiner in over the mapping then; gone after quit;
 - a host behind the UPnP router still maps by UPnP and never asks NAT-PMP
   (observed upnp=mapped natpmp=unused, no natpmp line), and its mapping
   goes on exit too;
@@ -23,11 +26,12 @@ the joiner sits. Checks:
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from lab import Lab  # noqa: E402
-from harness import check, run  # noqa: E402
+from harness import check, run, wait_for  # noqa: E402
 from lobbylab import (close_lab, host_lobby, join_lobby, observed, path_of,  # noqa: E402
                       punches, wait_joined)
 
@@ -79,6 +83,28 @@ def scenario(env):
           "the host logged the unmapping")
     check(n.mapped(PORT) == [], "mappings after quit: %r\n%s" % (n.mapped(PORT), n.upnp_rules()))
     check(j.wait_exit(15) == 0, "joiner exit status after the host quit")
+
+    # ---- renewal: a 4 s lifetime renewed every 2 s outlives itself ----
+    short = host_lobby(lab, hn, "natpmp-short", upnp=True, args=["--natpmp-lifetime", "4"])
+    m = short.wait_line(NATPMP_LINE, 15)
+    check(m.group(2) == "mapped" and m.group(6) == "4", "a 4 s mapping granted: %r" % m.group(0))
+    t_map = time.monotonic()
+    renewed = r"\bnatpmp-renewed port=%d lifetime=4$" % PORT
+    wait_for(lambda: len(short.grep(renewed)) >= 3, 12, "three renewals of the 4 s mapping")
+    check(time.monotonic() - t_map > 4, "three renewals in less than the first lifetime")
+    check(n.mapped(PORT) == ["tcp", "udp"], "the renewed mapping after %.1f s: %r\n%s" % (
+        time.monotonic() - t_map, n.mapped(PORT), n.upnp_rules()))
+    j = join_lobby(lab, ja, short.code, "joiner-late", rendezvous=False)
+    ip, port, secs, _ = wait_joined(j, 15)
+    check(path_of(lab, short, ip) == "direct" and port == PORT,
+          "the joiner's path %.1f s after a 4 s mapping: %s:%d" % (
+              time.monotonic() - t_map, ip, port))
+    env.log("a 4 s NAT-PMP mapping renewed %d times, a joiner in over it after %.1f s" % (
+        len(short.grep(renewed)), time.monotonic() - t_map))
+    short.command(cmd="quit")
+    check(short.wait_exit(15) == 0, "short-lifetime host exit status")
+    check(n.mapped(PORT) == [], "mappings after quit: %r" % n.mapped(PORT))
+    check(j.wait_exit(15) == 0, "late joiner exit status")
 
     # ---- a UPnP router: UPnP, not NAT-PMP; --natpmp off: no mapping, and why ----
     hup = host_lobby(lab, hu, "upnp-host", upnp=True)

@@ -22,7 +22,8 @@ router's stateful filter: established/related only).
     (firewalled) after knocking through the master's v6 listener
     (lab.internet.master_url6), which fiona polls over IPv4: one registry;
     their profiles carry their v6 candidate alone.
-Then the hosts quit, every joiner exits 0, every namespace is deleted.
+The dual TCP backup link (lobby_dual) comes up over v6 for all four, the
+firewalled ones by simultaneous open. Then the hosts quit, every joiner exits 0, every namespace is deleted.
 """
 
 import hashlib
@@ -153,6 +154,14 @@ def scenario(env):
     env.log("relay ports: %s" % " ".join(n.split("counter")[1].split()[:4]))
     for h, want in ((alice, ["alice", "bob", "vera"]), (fiona, ["fiona", "gus", "otto"])):
         wait_for(lambda: names(h) == want, 10, "%s's roster" % h.name)
+    # The dual TCP backup link over v6 too: straight in through alice's
+    # open router; through fiona's firewall by the simultaneous open (both
+    # ends dial from their lobby port every second, each SYN opening its
+    # own firewall for the other's).
+    for j, h, how in ((bob, ha, "open"), (vera, ha, "open"), (gus, hf, "firewall"),
+                      (otto, hf, "firewall")):
+        m = j.wait_line(r"dual-link-up peer=\[%s\]:29471 .*how=\"([^\"]*)\"" % h.addr6, 35)
+        env.log("dual TCP link over v6 (%s), %s -> %s: %s" % (how, j.name, h.name, m.group(1)))
     gus.command(cmd="chat", text="through the v6 firewall")
     otto.wait_event(lambda e: e.get("type") == "chat" and e.get("text") ==
                     "through the v6 firewall", 10, "gus's chat at otto")

@@ -75,7 +75,7 @@ static void same_nat(void)
 
 	lobby_trav_plan(&m, &h, false, &p);
 	CHECK_EQ_STR(p.name, "lan");
-	CHECK_EQ_INT(p.knock_after_ms, LOBBY_TRAV_OPEN_KNOCK_MS);
+	CHECK_EQ_INT(p.knock_after_ms, LOBBY_TRAV_LAN_KNOCK_MS);
 	/* Without the host's LAN address there is no LAN path to wait for. */
 	h.has_lan = false;
 	lobby_trav_plan(&m, &h, false, &p);

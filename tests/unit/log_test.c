@@ -37,6 +37,22 @@ static void test_redact(void)
 	CHECK_EQ_STR(red("version 0.6.1.24 at 0.0.0.0:1"), "version 0.6.1.24 at 0.0.0.0:1");
 	CHECK_EQ_STR(red("version 1.6.1.24"), "version 1.6.1.x");
 	CHECK_EQ_STR(red(""), "");
+	/* IPv6: a global address keeps its /48, bracketed or not. */
+	CHECK_EQ_STR(red("peer=[2001:db8:1:2::5]:29471 ok"), "peer=[2001:db8:1::x]:29471 ok");
+	CHECK_EQ_STR(red("v6 2a01:4f8:c0c:e8a1:0:0:0:1 and 2001:db8::7"),
+		     "v6 2a01:4f8:c0c::x and 2001:db8::x");
+	CHECK_EQ_STR(red("2002:cb00:7105::1"), "2002:cb00:7105::x");
+	/* A /48 alone names a site: kept. */
+	CHECK_EQ_STR(red("prefix 2001:db8:1::/48"), "prefix 2001:db8:1::/48");
+	/* Not public, or not an address: loopback, link-local, unique local,
+	 * the unspecified, times, a word on either side, a bad address. */
+	CHECK_EQ_STR(red("[::1]:5 fe80::1%eth0 fd00:1::2 :: 21:10:31"),
+		     "[::1]:5 fe80::1%eth0 fd00:1::2 :: 21:10:31");
+	CHECK_EQ_STR(red("x2001:db8::1 2001:db8::1y 2001:db8:::1 std::move"),
+		     "x2001:db8::1 2001:db8::1y 2001:db8:::1 std::move");
+	/* v4-mapped: the IPv4 rule masks the public tail. */
+	CHECK_EQ_STR(red("::ffff:203.0.113.5 ::ffff:10.0.0.1"),
+		     "::ffff:203.0.113.x ::ffff:10.0.0.1");
 	/* The output is cut to its size, NUL-terminated. */
 	{
 		char small[8];
