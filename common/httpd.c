@@ -133,6 +133,115 @@ int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, 
 	return ok == MHD_YES ? 0 : -EIO;
 }
 
+struct httpd_shared {
+	struct MHD_Response *resp; /* our reference */
+	const void *body;
+	size_t len;
+	char *content_type;
+	struct httpd_header *headers; /* the creator's, copied */
+	size_t nheaders;
+	/* The headers of the daemon that used resp first, added to it then. */
+	const struct httpd_header *daemon_headers;
+	bool used;
+};
+
+static void free_body(void *cls)
+{
+	free(cls);
+}
+
+struct httpd_shared *httpd_shared_new_take(const char *content_type, void *body, size_t len,
+					   const struct httpd_header *headers, size_t nheaders)
+{
+	struct httpd_shared *s = calloc(1, sizeof(*s));
+	size_t i;
+
+	if (s == NULL)
+		goto fail;
+	s->content_type = strdup(content_type);
+	s->headers = calloc(nheaders + 1, sizeof(*s->headers));
+	if (s->content_type == NULL || s->headers == NULL)
+		goto fail;
+	for (i = 0; i < nheaders; i++) {
+		s->headers[i].name = strdup(headers[i].name);
+		s->headers[i].value = strdup(headers[i].value);
+		s->nheaders++;
+		if (s->headers[i].name == NULL || s->headers[i].value == NULL)
+			goto fail;
+	}
+	/* No copy: MHD sends from body and frees it (free_body) when the
+	 * last connection it is queued on is done with it. */
+	s->resp =
+		MHD_create_response_from_buffer_with_free_callback_cls(len, body, free_body, body);
+	if (s->resp == NULL) {
+		errno = ENOMEM;
+		goto fail;
+	}
+	s->body = body;
+	s->len = len;
+	MHD_add_response_header(s->resp, MHD_HTTP_HEADER_CONTENT_TYPE, s->content_type);
+	for (i = 0; i < s->nheaders; i++)
+		MHD_add_response_header(s->resp, s->headers[i].name, s->headers[i].value);
+	return s;
+fail:
+	if (s == NULL || s->resp == NULL)
+		free(body);
+	httpd_shared_free(s);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void httpd_shared_free(struct httpd_shared *s)
+{
+	if (s == NULL)
+		return;
+	if (s->resp != NULL)
+		MHD_destroy_response(s->resp);
+	for (size_t i = 0; i < s->nheaders; i++) {
+		free((char *)(uintptr_t)s->headers[i].name);  /* NOLINT: strdup'ed */
+		free((char *)(uintptr_t)s->headers[i].value); /* NOLINT: strdup'ed */
+	}
+	free(s->headers);
+	free(s->content_type);
+	free(s);
+}
+
+const void *httpd_shared_body(const struct httpd_shared *s, size_t *len)
+{
+	*len = s->len;
+	return s->body;
+}
+
+int httpd_reply_shared(struct httpd_req *r, unsigned status, struct httpd_shared *s)
+{
+	const struct httpd_cfg *cfg = &r->d->cfg;
+	enum MHD_Result ok;
+
+	if (r->replied)
+		return -EALREADY;
+	if (!s->used) {
+		/* Headers are added only before resp is first queued. */
+		for (size_t i = 0; i < cfg->nheaders; i++)
+			MHD_add_response_header(s->resp, cfg->headers[i].name,
+						cfg->headers[i].value);
+		s->daemon_headers = cfg->headers;
+		s->used = true;
+	}
+	if (r->suspended || r->nextra > 0 || s->daemon_headers != cfg->headers) {
+		for (size_t i = 0; i < s->nheaders; i++) {
+			int e = httpd_add_header(r, s->headers[i].name, s->headers[i].value);
+
+			if (e < 0)
+				return e;
+		}
+		return httpd_reply(r, status, s->content_type, s->body, s->len);
+	}
+	r->replied = true;
+	/* MHD counts this queueing; our reference stays ours. */
+	ok = MHD_queue_response(r->conn, status, s->resp);
+	return ok == MHD_YES ? 0 : -EIO;
+}
+
 struct httpd_upgrade {
 	struct httpd *d;
 	struct MHD_UpgradeResponseHandle *urh;

@@ -101,6 +101,29 @@ void httpd_upgrade_close(struct httpd_upgrade *u);
 /* Queues a response with a copy of body. Returns 0 or -errno. */
 int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, const void *body,
 		size_t len);
+/*
+ * A response kept across requests (a listing served thousands of times a
+ * second): one libmicrohttpd response object over the body, queued on every
+ * connection that asks, so a request costs no copy and no allocation.
+ * httpd_shared_new_take takes body (malloc'ed) and copies content_type and
+ * headers; the body is freed when the last queued response is sent, which
+ * may be after httpd_shared_free (that only drops our reference). NULL, errno
+ * set, on failure (body is freed then too).
+ */
+struct httpd_shared;
+struct httpd_shared *httpd_shared_new_take(const char *content_type, void *body, size_t len,
+					   const struct httpd_header *headers, size_t nheaders);
+void httpd_shared_free(struct httpd_shared *s);
+/* The kept body: valid while s is. */
+const void *httpd_shared_body(const struct httpd_shared *s, size_t *len);
+/*
+ * Queues s for this request. The daemon's own headers (httpd_cfg.headers)
+ * are added to s on its first use; a request on a daemon with other headers,
+ * with headers added by httpd_add_header, or suspended, gets a copy instead.
+ * Returns 0 or -errno.
+ */
+int httpd_reply_shared(struct httpd_req *r, unsigned status, struct httpd_shared *s);
+
 /* Queues obj serialised as compact JSON (obj stays the caller's). */
 int httpd_reply_json(struct httpd_req *r, unsigned status, struct json_object *obj);
 /* Queues {"error": msg} with the status. */

@@ -64,6 +64,8 @@ static const char usage[] =
 	"    --lobby-ttl MS (30000)  --knock-ttl MS (60000)  --relay-idle MS (90000)\n"
 	"    --relay-life MS (43200000)  --q3-ttl MS (900000)  --q3-challenge MS (2000)\n"
 	"    --ping-timeout MS (5000)  --snapshot-interval MS (10000)\n"
+	"    --verify-lists          check every kept listing against a fresh build\n"
+	"                            on every request (exits on a difference)\n"
 	"\n"
 	"OUTPUT\n"
 	"    Once bound: \"ready http=IP:PORT udp=IP:PORT\" on stderr.\n";
@@ -187,6 +189,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 		DAEMON_NUM("q3-challenge", &c->q3_challenge_ms, 1, 60000, 1),
 		DAEMON_NUM("ping-timeout", &c->ping_timeout_ms, 1, 60000, 1),
 		DAEMON_NUM("snapshot-interval", &c->snapshot_ms, 10, 86400000, 1),
+		DAEMON_BOOL("verify-lists", &c->verify_lists),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	int pos;
@@ -309,6 +312,8 @@ fail:
 out:
 	master_http_free(m->http);
 	master_fugitive_free(m->fug);
+	master_list_free(m->fug_list);
+	master_list_free(m->lobby_list);
 	master_q3_free(m->q3);
 	master_relayport_free(m->relay);
 	master_knock_free(m->knock);

@@ -52,6 +52,10 @@ struct master_cfg {
 	long long ping_timeout_ms; /* 5 s */
 	long long snapshot_ms;     /* 10 s */
 
+	/* --verify-lists (tests): every kept listing is checked against a
+	 * fresh build on every request; a difference is fatal. */
+	bool verify_lists;
+
 	/* --q3-game specs, parsed by master_q3.c (see its header comment). */
 	const char *q3_games[16];
 	size_t nq3_games;
@@ -121,6 +125,13 @@ void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind
 /* Marks an entry refreshed now (it expires ttl_ms from now; newest first). */
 void master_registry_refresh(struct master_registry *reg, enum master_reg_kind kind, void *val);
 void master_registry_del(struct master_registry *reg, enum master_reg_kind kind, void *val);
+/*
+ * The kind's generation: it grows with every put that inserts, refresh,
+ * delete, expiry and restore. A module that changes a listed value in any
+ * other way calls master_registry_changed() (kept lists depend on it).
+ */
+uint64_t master_registry_gen(const struct master_registry *reg, enum master_reg_kind kind);
+void master_registry_changed(struct master_registry *reg, enum master_reg_kind kind);
 /* Drops what has expired; also runs every second on its own. */
 void master_registry_expire(struct master_registry *reg);
 
@@ -151,6 +162,7 @@ struct master_knock;
 struct master_relayport;
 struct master_q3;
 struct master_fugitive;
+struct master_list;
 
 struct master {
 	struct master_cfg cfg;
@@ -161,6 +173,8 @@ struct master {
 	struct master_relayport *relay;
 	struct master_q3 *q3;
 	struct master_fugitive *fug;
+	struct master_list *lobby_list; /* GET /list, kept */
+	struct master_list *fug_list;   /* GET /servers, kept */
 	bool stopping;
 };
 
@@ -196,6 +210,44 @@ void master_netpunch_reply(struct httpd_req *req, unsigned status, const char *j
 /* {"error": msg} with that status, counted under endpoint in the metrics. */
 void master_netpunch_error(struct master *m, struct httpd_req *req, const char *endpoint,
 			   unsigned status, const char *msg);
+
+/* The body of GET /list as of wall_ms (wall clock): 0, or -EMSGSIZE past
+ * out's cap. master_list keeps it. */
+int master_netpunch_list_build(struct master *m, long long wall_ms, struct strbuf *out);
+
+/* ---- master_list.c: kept listings ---- */
+
+/*
+ * A listing's body, kept between requests and rebuilt only when its
+ * registry kind changed (master_registry_gen) or, for a per_second
+ * listing, when the wall-clock second changed (it is then built as of the
+ * start of that second). Served as one shared response, gzip-compressed
+ * once for clients that accept it.
+ */
+struct master_list_def {
+	const char *name; /* "list", "servers": logs and metrics */
+	enum master_reg_kind kind;
+	bool per_second; /* the body has ages or other times in it */
+	const char *content_type;
+	size_t max; /* bytes at most (the builder's strbuf cap) */
+	/* The old per-request serializer: the body as of wall_ms into out;
+	 * 0, or < 0 when it cannot (out->bad counts as failure too). */
+	int (*build)(struct master *m, long long wall_ms, struct strbuf *out);
+};
+
+struct master_list;
+/* NULL (errno set) on failure; def is copied, its strings must stay. */
+struct master_list *master_list_new(struct master *m, const struct master_list_def *def);
+void master_list_free(struct master_list *l);
+/*
+ * Answers req with status 200 and the kept body, identity or gzip as its
+ * Accept-Encoding prefers (with Vary: Accept-Encoding). Returns 0, or
+ * -errno when no body could be built: nothing is queued then and the caller
+ * answers the request.
+ */
+int master_list_reply(struct master_list *l, struct httpd_req *req);
+/* Prometheus lines: builds, hits and compressions. */
+void master_list_metrics(const struct master_list *l, struct strbuf *out);
 
 /* ---- master_knock.c: POST /knock, GET /knock ---- */
 

@@ -336,15 +336,13 @@ static void count(struct master_fugitive *f, enum outcome o)
 	f->outcomes[o]++;
 }
 
-/* GET /servers */
-static void list(struct master *m, struct httpd_req *req)
+/* GET /servers: the body, kept by master_list (rebuilt on a change). */
+static int list_build(struct master *m, long long wall_ms, struct strbuf *b)
 {
-	struct strbuf b;
 	bool first = true;
 
-	master_registry_expire(m->reg);
-	strbuf_init(&b, FUG_LIST_MAX);
-	strbuf_append(&b, "[", 1);
+	(void)wall_ms; /* "lastSeen" is the entry's own time */
+	strbuf_append(b, "[", 1);
 	for (struct fug_entry *e = master_registry_next(m->reg, MASTER_REG_FUGITIVE, NULL);
 	     e != NULL; e = master_registry_next(m->reg, MASTER_REG_FUGITIVE, e)) {
 		struct master_fugitive_server s = {
@@ -360,19 +358,23 @@ static void list(struct master *m, struct httpd_req *req)
 
 		memcpy(s.ip, e->ip, 4);
 		if (!first)
-			strbuf_append(&b, ",", 1);
-		master_fugitive_json_server(&b, &s);
+			strbuf_append(b, ",", 1);
+		master_fugitive_json_server(b, &s);
 		first = false;
 	}
-	strbuf_append(&b, "]", 1);
-	if (b.bad) {
+	strbuf_append(b, "]", 1);
+	return b->bad ? -EMSGSIZE : 0;
+}
+
+static void list(struct master *m, struct httpd_req *req)
+{
+	master_registry_expire(m->reg);
+	if (master_list_reply(m->fug_list, req) < 0) {
 		/* Cannot happen below FUG_LIST_MAX; say so if it does. */
 		reply(m, req, "fugitive_list", 500, MSG_INTERNAL);
-	} else {
-		httpd_reply(req, 200, JSON_TYPE, b.p, b.len);
-		master_http_count(m, "fugitive_list", 200);
+		return;
 	}
-	strbuf_release(&b);
+	master_http_count(m, "fugitive_list", 200);
 }
 
 /* GET /reflection/ip */
@@ -739,6 +741,13 @@ int master_fugitive_new(struct master *m)
 		.save = entry_save,
 		.load = entry_load,
 	};
+	const struct master_list_def def = {
+		.name = "servers",
+		.kind = MASTER_REG_FUGITIVE,
+		.content_type = JSON_TYPE,
+		.max = FUG_LIST_MAX,
+		.build = list_build,
+	};
 	int r;
 
 	if (f == NULL)
@@ -752,6 +761,11 @@ int master_fugitive_new(struct master *m)
 	if (r < 0) {
 		free(f);
 		return r;
+	}
+	m->fug_list = master_list_new(m, &def);
+	if (m->fug_list == NULL) {
+		free(f);
+		return -ENOMEM;
 	}
 	m->fug = f;
 	return 0;

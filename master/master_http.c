@@ -181,6 +181,13 @@ static void metrics(struct master *m, struct httpd_req *req)
 		master_q3_metrics(m->q3, &b);
 	if (m->fug != NULL)
 		master_fugitive_metrics(m->fug, &b);
+	strbuf_printf(&b, "# HELP rally_master_list_builds_total Kept listings built, served "
+			  "from the kept body, gzip-compressed.\n# TYPE "
+			  "rally_master_list_builds_total counter\n");
+	if (m->lobby_list != NULL)
+		master_list_metrics(m->lobby_list, &b);
+	if (m->fug_list != NULL)
+		master_list_metrics(m->fug_list, &b);
 	if (b.bad)
 		httpd_reply_error(req, 500, "metrics too large");
 	else

@@ -211,19 +211,12 @@ static void leave(struct master *m, struct httpd_req *req, const char *sid)
 
 /* ---- GET /list ---- */
 
-static void list(struct master *m, struct httpd_req *req)
+int master_netpunch_list_build(struct master *m, long long now_ms, struct strbuf *out)
 {
-	struct timespec ts;
-	long long now_ms;
-	struct strbuf b;
 	struct pyjson j;
 	const struct lobby *e = NULL;
 
-	master_registry_expire(m->reg);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	strbuf_init(&b, (size_t)8 << 20);
-	pyjson_init(&j, &b);
+	pyjson_init(&j, out);
 	pyjson_obj_begin(&j);
 	pyjson_key(&j, "servers");
 	pyjson_arr_begin(&j);
@@ -253,17 +246,22 @@ static void list(struct master *m, struct httpd_req *req)
 	}
 	pyjson_arr_end(&j);
 	pyjson_key(&j, "now");
-	pyjson_int(&j, (long long)ts.tv_sec);
+	pyjson_int(&j, now_ms / 1000);
 	pyjson_key(&j, "ttl");
 	pyjson_int(&j, m->cfg.lobby_ttl_ms / 1000);
 	pyjson_obj_end(&j);
-	if (b.bad) {
+	return out->bad ? -EMSGSIZE : 0;
+}
+
+/* The body is kept by master_list (rebuilt on a change and each second). */
+static void list(struct master *m, struct httpd_req *req)
+{
+	master_registry_expire(m->reg);
+	if (master_list_reply(m->lobby_list, req) < 0) {
 		master_netpunch_error(m, req, "list", 500, "list too large");
-	} else {
-		master_netpunch_reply(req, 200, b.p, b.len);
-		master_http_count(m, "list", 200);
+		return;
 	}
-	strbuf_release(&b);
+	master_http_count(m, "list", 200);
 }
 
 /* ---- routing ---- */
@@ -432,5 +430,18 @@ int master_netpunch_init(struct master *m)
 		.load = load,
 	};
 
-	return master_registry_add_kind(m->reg, MASTER_REG_LOBBY, &ops);
+	const struct master_list_def def = {
+		.name = "list",
+		.kind = MASTER_REG_LOBBY,
+		.per_second = true, /* "now" and "age" */
+		.content_type = "application/json; charset=utf-8",
+		.max = (size_t)8 << 20,
+		.build = master_netpunch_list_build,
+	};
+	int r = master_registry_add_kind(m->reg, MASTER_REG_LOBBY, &ops);
+
+	if (r < 0)
+		return r;
+	m->lobby_list = master_list_new(m, &def);
+	return m->lobby_list != NULL ? 0 : -ENOMEM;
 }

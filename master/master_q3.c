@@ -57,6 +57,11 @@
 /* Built-in games plus --q3-game ones. */
 #define MAX_GAMES (4 + 16)
 #define GROUP_KEY (4 + 16)
+/* Kept getservers answers: one per (ext, game, protocol, options); the
+ * least recently asked one makes room. */
+#define KEPT_MAX (32)
+/* Datagrams per sendmmsg call; an answer of 4,096 IPv6 servers is 56. */
+#define SEND_BATCH (128)
 
 /* The built-in games, in --q3-game syntax (dpmaster games.c
  * Game_InitProperties), plus OpenArena's protocol 71 for Quake3Arena. */
@@ -160,6 +165,29 @@ static const char *const drop_names[D_N] = {
 	"bad_getservers", "throttled",
 };
 
+/* The datagrams of one getservers answer, each at most Q3_MASTER_MAX_OUT. */
+struct answer {
+	uint8_t *data; /* packet i at data + i * Q3_MASTER_MAX_OUT */
+	uint16_t *lens;
+	size_t n, cap;
+	size_t servers;
+	char game[Q3_GAMENAME_MAX + 1]; /* the resolved game, "" when none */
+	unsigned flags;                 /* the request's, with the game's options applied */
+};
+
+/*
+ * A kept answer: valid while the Q3 kind's registry generation is the one
+ * it was built at. The key is the decoded request, before the game's
+ * options are applied (they and the game follow from the registry).
+ */
+struct kept {
+	bool used, ext;
+	uint64_t gen;
+	long long asked_ms;
+	struct q3_getservers gs;
+	struct answer a;
+};
+
 struct master_q3 {
 	struct master *m;
 	struct addr bound;
@@ -187,6 +215,12 @@ struct master_q3 {
 	uint8_t bufs[BATCH][Q3_MASTER_MAX_IN + 1];
 	struct q3_srv out[MAX_SERVERS];
 	uint8_t pkt[Q3_MASTER_MAX_OUT];
+
+	struct kept kept[KEPT_MAX];
+	struct answer fresh; /* --verify-lists scratch */
+	uint64_t kept_hits, kept_builds;
+	struct mmsghdr smsgs[SEND_BATCH];
+	struct iovec siov[SEND_BATCH];
 };
 
 static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -1012,28 +1046,49 @@ static bool wanted(const struct master_q3 *q, const struct q3_server *s,
 	return !(gs->flags & Q3_GS_GAMETYPE) || strcmp(s->gametype, gs->gametype) == 0;
 }
 
-static void on_getservers(struct master_q3 *q, const struct addr *from, const uint8_t *buf,
-			  size_t len, bool ext)
+static int answer_push(struct answer *a, const uint8_t *pkt, size_t len)
 {
-	const char *msg = ext ? "getserversExt" : "getservers";
-	struct q3_getservers gs;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 8;
+		uint8_t *d = realloc(a->data, cap * Q3_MASTER_MAX_OUT);
+		uint16_t *l;
+
+		if (d == NULL)
+			return -ENOMEM;
+		a->data = d;
+		l = realloc(a->lens, cap * sizeof(*l));
+		if (l == NULL)
+			return -ENOMEM;
+		a->lens = l;
+		a->cap = cap;
+	}
+	memcpy(a->data + a->n * Q3_MASTER_MAX_OUT, pkt, len);
+	a->lens[a->n++] = (uint16_t)len;
+	return 0;
+}
+
+static void answer_free(struct answer *a)
+{
+	free(a->data);
+	free(a->lens);
+	memset(a, 0, sizeof(*a));
+}
+
+/*
+ * The answer to gs as the registry stands: the servers of the game and
+ * protocol asked for, encoded into datagrams (the serializer of before the
+ * kept answers). 0 or -ENOMEM.
+ */
+static int answer_build(struct master_q3 *q, struct q3_getservers gs, bool ext, struct answer *out)
+{
 	struct q3_srvlist list = {.ext = ext, .v = q->out, .n = 0};
 	const struct q3_group *g = NULL;
-	const char *game;
 	long long now = ev_now(q->m->loop);
-	size_t taken = 0, packets = 0;
-	char a[ADDR_STRLEN];
+	size_t taken = 0;
 	unsigned options;
+	const char *game;
 
-	/* Limits before parsing. */
-	if (throttled(q, from)) {
-		drop(q, D_THROTTLED, from, msg);
-		return;
-	}
-	if (q3_decode_getservers(buf, len, &gs) < 0) {
-		drop(q, D_BAD_GETSERVERS, from, msg);
-		return;
-	}
+	out->n = 0;
 	game = resolve_game(q, &gs, &options);
 	/* ET clients get empty and full servers without asking. */
 	if (options & Q3_GAME_SEND_EMPTY)
@@ -1060,15 +1115,142 @@ static void on_getservers(struct master_q3 *q, const struct addr *from, const ui
 			log_warnx("q3-encode-fail error=%zd", n);
 			break;
 		}
-		send_to(q, from, q->pkt, (size_t)n, ext ? S_EXTRESPONSE : S_RESPONSE);
-		packets++;
+		if (answer_push(out, q->pkt, (size_t)n) < 0)
+			return -ENOMEM;
 	}
+	out->servers = list.n;
+	out->flags = gs.flags;
+	snprintf(out->game, sizeof(out->game), "%s", game != NULL ? game : "");
+	return 0;
+}
+
+static bool same_request(const struct kept *k, const struct q3_getservers *gs, bool ext)
+{
+	return k->used && k->ext == ext && k->gs.flags == gs->flags &&
+	       k->gs.protocol == gs->protocol && strcmp(k->gs.gamename, gs->gamename) == 0 &&
+	       (!(gs->flags & Q3_GS_GAMETYPE) || strcmp(k->gs.gametype, gs->gametype) == 0);
+}
+
+/* The kept answer to gs, rebuilt if the registry changed; NULL on ENOMEM. */
+static const struct answer *kept_answer(struct master_q3 *q, const struct q3_getservers *gs,
+					bool ext)
+{
+	uint64_t gen = master_registry_gen(q->m->reg, MASTER_REG_Q3);
+	long long now = ev_now(q->m->loop);
+	struct kept *k = NULL, *lru = &q->kept[0];
+
+	for (size_t i = 0; i < KEPT_MAX; i++) {
+		if (same_request(&q->kept[i], gs, ext)) {
+			k = &q->kept[i];
+			break;
+		}
+		if (!q->kept[i].used || (lru->used && q->kept[i].asked_ms < lru->asked_ms))
+			lru = &q->kept[i];
+	}
+	if (k != NULL && k->gen == gen) {
+		k->asked_ms = now;
+		q->kept_hits++;
+		if (q->m->cfg.verify_lists) {
+			if (answer_build(q, *gs, ext, &q->fresh) < 0)
+				log_fatalx("q3-verify-fail reason=nomem");
+			if (q->fresh.n != k->a.n || q->fresh.servers != k->a.servers ||
+			    memcmp(q->fresh.lens, k->a.lens, k->a.n * sizeof(*k->a.lens)) != 0)
+				log_fatalx("q3-verify-mismatch packets=%zu/%zu servers=%zu/%zu",
+					   k->a.n, q->fresh.n, k->a.servers, q->fresh.servers);
+			for (size_t i = 0; i < k->a.n; i++) {
+				if (memcmp(q->fresh.data + i * Q3_MASTER_MAX_OUT,
+					   k->a.data + i * Q3_MASTER_MAX_OUT, k->a.lens[i]) != 0)
+					log_fatalx("q3-verify-mismatch packet=%zu", i);
+			}
+		}
+		return &k->a;
+	}
+	if (k == NULL) {
+		k = lru;
+		k->used = false;
+	}
+	if (answer_build(q, *gs, ext, &k->a) < 0) {
+		answer_free(&k->a);
+		k->used = false;
+		return NULL;
+	}
+	k->used = true;
+	k->ext = ext;
+	k->gs = *gs;
+	k->gen = gen;
+	k->asked_ms = now;
+	q->kept_builds++;
+	return &k->a;
+}
+
+/* All datagrams of a in one sendmmsg (more only past SEND_BATCH or after
+ * a failed one, which is counted and skipped as sendto's were). */
+static void send_answer(struct master_q3 *q, const struct addr *to, const struct answer *a,
+			enum sent_type t)
+{
+	size_t i = 0;
+
+	while (i < a->n) {
+		size_t n = a->n - i < SEND_BATCH ? a->n - i : SEND_BATCH;
+		unsigned long sup;
+		int r;
+
+		for (size_t j = 0; j < n; j++) {
+			q->siov[j].iov_base = a->data + (i + j) * Q3_MASTER_MAX_OUT;
+			q->siov[j].iov_len = a->lens[i + j];
+			memset(&q->smsgs[j].msg_hdr, 0, sizeof(q->smsgs[j].msg_hdr));
+			q->smsgs[j].msg_hdr.msg_name = (void *)(uintptr_t)&to->ss; /* NOLINT */
+			q->smsgs[j].msg_hdr.msg_namelen = to->len;
+			q->smsgs[j].msg_hdr.msg_iov = &q->siov[j];
+			q->smsgs[j].msg_hdr.msg_iovlen = 1;
+		}
+		r = sendmmsg(q->fd, q->smsgs, (unsigned)n, MSG_DONTWAIT);
+		if (r > 0) {
+			q->sent[t] += (uint64_t)r;
+			i += (size_t)r;
+			continue;
+		}
+		q->send_errors++;
+		/* A full socket buffer (EAGAIN) is counted, not logged. */
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS &&
+		    log_ratelimit_ok(&q->warn_send, ev_now(q->m->loop), 10000, &sup))
+			log_warn("q3-send-fail msg=%s suppressed=%lu", sent_names[t], sup);
+		i++;
+	}
+}
+
+static void on_getservers(struct master_q3 *q, const struct addr *from, const uint8_t *buf,
+			  size_t len, bool ext)
+{
+	const char *msg = ext ? "getserversExt" : "getservers";
+	struct q3_getservers gs;
+	const struct answer *ans;
+	char a[ADDR_STRLEN];
+
+	/* Limits before parsing. */
+	if (throttled(q, from)) {
+		drop(q, D_THROTTLED, from, msg);
+		return;
+	}
+	if (q3_decode_getservers(buf, len, &gs) < 0) {
+		drop(q, D_BAD_GETSERVERS, from, msg);
+		return;
+	}
+	/* What is past its time goes now (a change of the generation), so a
+	 * kept answer never lists it. */
+	master_registry_expire(q->m->reg);
+	ans = kept_answer(q, &gs, ext);
+	if (ans == NULL) {
+		log_warnx("q3-answer-fail error=nomem");
+		return;
+	}
+	send_answer(q, from, ans, ext ? S_EXTRESPONSE : S_RESPONSE);
 	log_debug("%s peer=%s game=%s protocol=%d empty=%d full=%d gametype=%s servers=%zu "
 		  "packets=%zu",
 		  ext ? "getserversext" : "getservers", addr_str(from, a, sizeof(a)),
-		  game != NULL ? game : "(unknown)", (int)gs.protocol,
-		  (gs.flags & Q3_GS_EMPTY) != 0, (gs.flags & Q3_GS_FULL) != 0,
-		  (gs.flags & Q3_GS_GAMETYPE) ? gs.gametype : "(any)", list.n, packets);
+		  ans->game[0] != '\0' ? ans->game : "(unknown)", (int)gs.protocol,
+		  (ans->flags & Q3_GS_EMPTY) != 0, (ans->flags & Q3_GS_FULL) != 0,
+		  (gs.flags & Q3_GS_GAMETYPE) ? gs.gametype : "(any)", ans->servers, ans->n);
 }
 
 /* ---- the socket ---- */
@@ -1234,6 +1416,9 @@ void master_q3_free(struct master_q3 *q)
 	htab_free(q->ips);
 	htab_free(q->groups);
 	htab_free(q->clients);
+	for (size_t i = 0; i < KEPT_MAX; i++)
+		answer_free(&q->kept[i].a);
+	answer_free(&q->fresh);
 	if (q->m->q3 == q)
 		q->m->q3 = NULL;
 	free(q);
@@ -1280,11 +1465,17 @@ void master_q3_metrics(const struct master_q3 *q, struct strbuf *out)
 		      "for newer ones (table full).\n"
 		      "# TYPE rally_master_q3_challenges_evicted_total counter\n"
 		      "rally_master_q3_challenges_evicted_total %llu\n"
+		      "# HELP rally_master_q3_answers_kept_total getservers answers sent from a "
+		      "kept answer (hit) or built (build).\n"
+		      "# TYPE rally_master_q3_answers_kept_total counter\n"
+		      "rally_master_q3_answers_kept_total{result=\"hit\"} %llu\n"
+		      "rally_master_q3_answers_kept_total{result=\"build\"} %llu\n"
 		      "# HELP rally_master_q3_send_errors_total Q3 master sends that failed.\n"
 		      "# TYPE rally_master_q3_send_errors_total counter\n"
 		      "rally_master_q3_send_errors_total %llu\n",
 		      master_registry_count(q->m->reg, MASTER_REG_Q3), htab_count(q->pending),
 		      (unsigned long long)q->listed_new, (unsigned long long)q->delisted_expired,
 		      (unsigned long long)q->delisted_flatline,
-		      (unsigned long long)q->pending_evicted, (unsigned long long)q->send_errors);
+		      (unsigned long long)q->pending_evicted, (unsigned long long)q->kept_hits,
+		      (unsigned long long)q->kept_builds, (unsigned long long)q->send_errors);
 }

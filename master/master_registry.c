@@ -30,6 +30,8 @@ struct master_registry {
 	struct master_reg_kind_ops ops[MASTER_REG_NKINDS];
 	struct htab *t[MASTER_REG_NKINDS];
 	uint64_t expired[MASTER_REG_NKINDS];
+	/* Bumped by every change of a kind: kept lists compare it. */
+	uint64_t gen[MASTER_REG_NKINDS];
 	struct ev_timer tick, save_timer;
 	char save_path[PATH_MAX];
 	long long save_every_ms;
@@ -94,6 +96,7 @@ static void drop(struct master_registry *reg, enum master_reg_kind kind, void *v
 	if (reg->ops[kind].on_drop != NULL)
 		reg->ops[kind].on_drop(reg->ops[kind].arg, val);
 	htab_remove(reg->t[kind], val);
+	reg->gen[kind]++;
 }
 
 static void expire_kind(struct master_registry *reg, enum master_reg_kind kind, long long now)
@@ -163,6 +166,7 @@ void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind
 	}
 	*created = true;
 	stamp(h, ev_now(reg->loop), wall_ms());
+	reg->gen[kind]++;
 	return h;
 }
 
@@ -170,6 +174,17 @@ void master_registry_refresh(struct master_registry *reg, enum master_reg_kind k
 {
 	stamp(val, ev_now(reg->loop), wall_ms());
 	htab_touch(reg->t[kind], val);
+	reg->gen[kind]++;
+}
+
+void master_registry_changed(struct master_registry *reg, enum master_reg_kind kind)
+{
+	reg->gen[kind]++;
+}
+
+uint64_t master_registry_gen(const struct master_registry *reg, enum master_reg_kind kind)
+{
+	return reg->gen[kind];
 }
 
 void master_registry_del(struct master_registry *reg, enum master_reg_kind kind, void *val)
@@ -380,6 +395,7 @@ int master_registry_load(struct master_registry *reg, const char *path)
 		dst = htab_insert(reg->t[p[i].kind], p[i].key, false, NULL);
 		if (dst != NULL) {
 			memcpy(dst, src, ops->val_size);
+			reg->gen[p[i].kind]++;
 			loaded++;
 			if (ops->on_restore != NULL)
 				ops->on_restore(ops->arg, dst);
