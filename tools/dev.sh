@@ -20,7 +20,7 @@ mode=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
-	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libnatpmp-dev libwslay-dev libpq-dev)
+	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libnatpmp-dev libwslay-dev libpq-dev zlib1g-dev)
 run_pkgs=(openarena-server qstat curl python3 iproute2)
 # The network lab (tests/lab): nftables NATs, stund as the STUN server,
 # miniupnpd with its nftables backend as the UPnP router. git lists the
