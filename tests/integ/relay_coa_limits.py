@@ -12,14 +12,15 @@ expected IP takes any source; a pool of 2 ports gives "relay ports
 exhausted" to a second allocate; an unused allocation expires after
 --tunnel-alloc-timeout 2 (ports closed within the 5 s reaper) and its ports
 serve again, while a stream in use outlives it; --tunnel-max-streams
-refuses a connection over it."""
+refuses a connection over it; a stream silent past --tunnel-idle-timeout is
+reset while a busy one lives on; a banned player is dropped at the port."""
 
 import socket
 import time
 
 from coapeer import (HostPeer, Realm, TcpServer, TunnelRelay, connect_client, echo_handler,
                      listening, port_state, recv_exact, skip_unless_ready)
-from harness import check, run, wait_for
+from harness import TOKEN, check, http, run, wait_for
 
 
 def err_of(a):
@@ -197,6 +198,58 @@ def max_streams(env, ra, echo):
     env.daemons_alive(relay)
 
 
+def idle_and_bans(env, ra, echo):
+    """A stream silent past --tunnel-idle-timeout is reset (the player's
+    connection closed, the host told, counted idle) while a busy one beside
+    it lives on; a banned player's connection is dropped before the host
+    hears of it, counted banned."""
+    relay = TunnelRelay(env, [ra], pool_size=8, name="relay-idle",
+                        args=["--tunnel-idle-timeout", "3", "--tunnel-ping-interval", "1"])
+    h = HostPeer(env, relay, ra, targets={"auth": echo.addr, "world": echo.addr},
+                 name="host-idle")
+    quiet = echo_through(ports_of(h.allocate_ok())[1])
+    busy = echo_through(ports_of(h.allocate_ok())[1])
+    t0 = time.monotonic()
+    quiet.settimeout(0.2)
+    gone = None
+    while time.monotonic() - t0 < 12 and gone is None:
+        busy.sendall(b"tick")
+        check(recv_exact(busy, 4) == b"tick", "the busy stream stopped after %.1fs" % (
+            time.monotonic() - t0))
+        try:
+            if quiet.recv(1) == b"":
+                gone = time.monotonic() - t0
+        except socket.timeout:
+            pass
+        except ConnectionResetError:
+            gone = time.monotonic() - t0
+        time.sleep(0.5)
+    check(gone is not None, "the silent stream is still open after 12 s (idle timeout 3 s)")
+    check(gone >= 2.5, "the silent stream closed after %.2fs, before its idle timeout" % gone)
+    env.log("silent stream reset after %.2fs (idle timeout 3 s, 5 s reaper); the busy one "
+            "lives on" % gone)
+    m = relay.tunnel_metrics()
+    k = 'rally_relay_tunnel_stream_ends_total{reason="idle"}'
+    check(m.get(k) == 1, "%s = %s, want 1" % (k, m.get(k)))
+    busy.close()
+
+    # A ban on the control API covers the tunnel's ports too.
+    banned = "127.0.0.77"
+    st, _, _ = http("PUT", "http://%s:%d/bans/%s" % (relay.control + (banned,)),
+                    body={"reason": "integ", "duration": 60}, token=TOKEN)
+    check(st in (200, 201), "PUT /bans: %s" % st)
+    a = h.allocate_ok(expected_ip=banned)
+    n = len(h.connects())
+    check(port_state(ports_of(a)[1], source=banned) == "dropped", "a banned player got in")
+    check(len(h.connects()) == n, "the host was asked to connect a banned player")
+    m = relay.tunnel_metrics()
+    k = 'rally_relay_tunnel_streams_refused_total{reason="banned"}'
+    check(m.get(k) == 1, "%s = %s, want 1" % (k, m.get(k)))
+    echo_through(ports_of(h.allocate_ok(expected_ip="127.0.0.78"))[1],
+                 source="127.0.0.78").close()
+    env.daemons_alive(relay)
+
+
 def scenario(env):
     ra, rb = Realm(), Realm()
     echo = TcpServer(env, echo_handler)
@@ -204,6 +257,7 @@ def scenario(env):
     expected_ip(env, ra, echo)
     pool_and_expiry(env, ra, echo)
     max_streams(env, ra, echo)
+    idle_and_bans(env, ra, echo)
 
 
 skip_unless_ready("relay_coa_limits")
