@@ -153,6 +153,7 @@ struct agent {
 	struct ws *ws;
 	enum ag_state state;
 	uint8_t sk[crypto_sign_SECRETKEYBYTES];
+	char nonce[TUNMSG_ID_MAX + 1]; /* this tunnel's challenge (the udp_sig covers it) */
 	bool bin, paused;
 	unsigned full; /* streams over AG_STREAM_HIGH: the tunnel is not read */
 	long long backoff_ms, up_ms, last_ping_ms;
@@ -731,6 +732,22 @@ static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 	}
 }
 
+/* Both X25519 halves signed with the realm's key, bound to this tunnel's
+ * nonce (tunmsg_udp_key_message): the relay keys the path only then. */
+static bool udp_sign(const struct agent *ag, const struct tunmsg *offer, struct tunmsg *x)
+{
+	char text[TUNMSG_ID_MAX * 4 + 64];
+	uint8_t sig[crypto_sign_BYTES];
+	int n = tunmsg_udp_key_message(ag->cfg.realm, ag->nonce, offer->x_udp_key, x->x_udp_key,
+				       text, sizeof(text));
+
+	if (n < 0)
+		return false;
+	crypto_sign_detached(sig, NULL, (const uint8_t *)text, (unsigned long long)n, ag->sk);
+	sodium_bin2hex(x->x_udp_sig, sizeof(x->x_udp_sig), sig, sizeof(sig));
+	return true;
+}
+
 /* The relay offered the datagram path: our half of the key exchange, and
  * a socket toward its UDP port (the address the tunnel reached). Fills
  * x's UDP fields for the answer; false when we do not take it. */
@@ -760,6 +777,12 @@ static bool udp_setup(struct agent *ag, const struct tunmsg *offer, struct tunms
 	x->x_features |= TUNMSG_X_UDP;
 	sodium_bin2base64(x->x_udp_key, sizeof(x->x_udp_key), pk, sizeof(pk),
 			  sodium_base64_VARIANT_ORIGINAL);
+	if (!udp_sign(ag, offer, x)) {
+		x->x_features &= ~(unsigned)TUNMSG_X_UDP;
+		x->x_udp_key[0] = '\0';
+		ag->udp_on = false;
+		return false;
+	}
 	/* --no-udp: keyed, but every datagram takes the tunnel (networks
 	 * that drop UDP; the fallback's test). */
 	if (ag->cfg.no_udp || ws_peer(ag->ws, &to) < 0)
@@ -1018,6 +1041,7 @@ static void on_challenge(struct agent *ag, const uint8_t *msg, size_t len)
 		ws_close(ag->ws, 1002);
 		return;
 	}
+	memcpy(ag->nonce, nonce, sizeof(ag->nonce));
 	crypto_sign_detached(sig, NULL, (const uint8_t *)text, (unsigned long long)n, ag->sk);
 	sodium_bin2hex(hex, sizeof(hex), sig, sizeof(sig));
 	snprintf(out, sizeof(out), "{\"realm_id\":\"%s\",\"signature\":\"%s\"}", ag->cfg.realm,

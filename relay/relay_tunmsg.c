@@ -235,7 +235,8 @@ static int decode_obj(struct json_object *o, struct tunmsg *m, uint8_t *buf, siz
 		if (json_object_object_get_ex(o, "udp_id", &t) &&
 		    get_uint(o, "udp_id", UINT64_MAX, &m->x_udp_id) < 0)
 			return -EBADMSG;
-		if (get_str(o, "data_token", m->x_data_token, TUNMSG_ID_MAX, false) < 0)
+		if (get_str(o, "data_token", m->x_data_token, TUNMSG_ID_MAX, false) < 0 ||
+		    get_str(o, "udp_sig", m->x_udp_sig, TUNMSG_SIG_HEX, false) < 0)
 			return -EBADMSG;
 		return get_str(o, "udp_key", m->x_udp_key, TUNMSG_ID_MAX, false);
 	}
@@ -413,6 +414,8 @@ void tunmsg_encode(const struct tunmsg *m, struct strbuf *out)
 			strbuf_printf(out, ",\"udp_id\":%llu", (unsigned long long)m->x_udp_id);
 		if (m->x_udp_key[0] != '\0')
 			put_str(out, "udp_key", m->x_udp_key);
+		if (m->x_udp_sig[0] != '\0')
+			put_str(out, "udp_sig", m->x_udp_sig);
 		if (m->x_data_token[0] != '\0')
 			put_str(out, "data_token", m->x_data_token);
 		break;
@@ -471,6 +474,17 @@ int tunmsg_signed_message(const char *realm_id, const char *nonce, char *buf, si
 {
 	int n = snprintf(buf, size, "coa-relay-host-v1\n%d\n%s\n%s", TUNMSG_PROTO_V, realm_id,
 			 nonce);
+
+	if (n < 0 || (size_t)n >= size)
+		return -ENOSPC;
+	return n;
+}
+
+int tunmsg_udp_key_message(const char *realm_id, const char *nonce, const char *relay_key,
+			   const char *agent_key, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "rally-udp-key-v1\n%s\n%s\n%s\n%s", realm_id, nonce, relay_key,
+			 agent_key);
 
 	if (n < 0 || (size_t)n >= size)
 		return -ENOSPC;

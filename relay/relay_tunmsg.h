@@ -19,6 +19,7 @@
 struct strbuf;
 
 #define TUNMSG_ID_MAX    (64)  /* realm_id, player_id, token, nonce */
+#define TUNMSG_SIG_HEX   (128) /* an Ed25519 signature in hex */
 #define TUNMSG_TEXT_MAX  (256) /* error, relay_host */
 #define TUNMSG_SIG_MAX   (128) /* hex of 64 bytes; base64 is shorter */
 #define TUNMSG_CHUNK_MAX ((size_t)16 * 1024)
@@ -69,6 +70,9 @@ struct tunmsg {
 	uint16_t x_udp_port;
 	uint64_t x_udp_id;
 	char x_udp_key[TUNMSG_ID_MAX + 1];
+	/* The agent's answer: the realm key's signature (hex) over
+	 * tunmsg_udp_key_message, binding both X25519 keys to the tunnel. */
+	char x_udp_sig[TUNMSG_SIG_HEX + 1];
 	char x_data_token[TUNMSG_ID_MAX + 1];
 };
 
@@ -106,6 +110,13 @@ int tunmsg_decode_welcome(const char *json, size_t len, char *message, size_t si
 int tunmsg_signed_message(const char *realm_id, const char *nonce, char *buf, size_t size);
 /* A 64-byte signature from 128 hex digits or standard base64; 0/-EINVAL. */
 int tunmsg_parse_sig(const char *s, uint8_t sig[static 64]);
+/* What the agent signs with the realm's key when it takes the datagram
+ * path: "rally-udp-key-v1\n<realm_id>\n<nonce>\n<relay's udp_key>\n<its
+ * udp_key>" (the keys in base64 as sent). The signed hello covers neither
+ * X25519 key; this binds both to the realm and this tunnel's nonce, so
+ * nobody between the two ends can swap them. Its length or -ENOSPC. */
+int tunmsg_udp_key_message(const char *realm_id, const char *nonce, const char *relay_key,
+			   const char *agent_key, char *buf, size_t size);
 
 /*
  * Binary frames (after both sides took TUNMSG_X_BIN): [type u8]

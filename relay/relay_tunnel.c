@@ -124,6 +124,8 @@ struct tun_host {
 	bool udp;
 	uint64_t udp_id;
 	uint8_t kx_pk[crypto_kx_PUBLICKEYBYTES], kx_sk[crypto_kx_SECRETKEYBYTES];
+	char kx_pk_b64[TUNMSG_ID_MAX + 1];            /* as offered */
+	uint8_t realm_pk[crypto_sign_PUBLICKEYBYTES]; /* verifies the agent's udp_sig */
 	uint8_t rx[TUNDGRAM_KEY], tx[TUNDGRAM_KEY];
 	uint64_t tx_ctr;
 	struct tundgram_window win;
@@ -146,6 +148,7 @@ struct tun_stats {
 	uint64_t streams, stream_refused[3], stream_ends[6];
 	uint64_t bytes_to_host, bytes_to_player;
 	uint64_t msgs_bad, msgs_unknown, msgs_unknown_stream, msgs_early, binary_ignored;
+	uint64_t udp_key_refused; /* an agent's udp_key without a good udp_sig */
 	uint64_t ws_closed_oversize, ws_closed_proto;
 	uint64_t rl_rewritten, rl_malformed, rl_desync;
 	uint64_t targets_bad;
@@ -969,6 +972,7 @@ static void host_welcome(struct tun_host *h)
 			x.x_udp_id = h->udp_id;
 			sodium_bin2base64(x.x_udp_key, sizeof(x.x_udp_key), h->kx_pk,
 					  sizeof(h->kx_pk), sodium_base64_VARIANT_ORIGINAL);
+			memcpy(h->kx_pk_b64, x.x_udp_key, sizeof(h->kx_pk_b64));
 		} else {
 			h->udp_id = 0;
 		}
@@ -1007,6 +1011,7 @@ static void on_key(void *arg, enum relay_keys_result res, const uint8_t pk[32])
 		refuse(h, REF_SIGNATURE, "invalid signature");
 		return;
 	}
+	memcpy(h->realm_pk, pk, sizeof(h->realm_pk));
 	host_welcome(h);
 }
 
@@ -1262,6 +1267,41 @@ static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 	stream_deliver(s, p, n);
 }
 
+/* Our agent's half of the key exchange, signed with the realm's key over
+ * both halves (tunmsg_udp_key_message): keyed, or refused and counted
+ * (its datagrams then take the tunnel). */
+static void udp_key_answer(struct tun_host *h, const struct tunmsg *m)
+{
+	struct relay_tunnel *t = h->t;
+	uint8_t pk[crypto_kx_PUBLICKEYBYTES], sig[crypto_sign_BYTES];
+	char text[TUNMSG_ID_MAX * 4 + 64];
+	size_t n = 0;
+	int tn;
+
+	tn = tunmsg_udp_key_message(h->hello.realm_id, h->nonce, h->kx_pk_b64, m->x_udp_key, text,
+				    sizeof(text));
+	if (tn < 0 || strlen(m->x_udp_sig) != TUNMSG_SIG_HEX ||
+	    sodium_hex2bin(sig, sizeof(sig), m->x_udp_sig, TUNMSG_SIG_HEX, NULL, &n, NULL) != 0 ||
+	    n != sizeof(sig) ||
+	    crypto_sign_verify_detached(sig, (const uint8_t *)text, (unsigned long long)tn,
+					h->realm_pk) != 0) {
+		t->st.msgs_bad++;
+		t->st.udp_key_refused++;
+		log_warnx("tunnel-udp-key-refused realm=%s reason=\"%s\"", h->realm,
+			  m->x_udp_sig[0] == '\0' ? "unsigned" : "bad signature");
+		return;
+	}
+	if (sodium_base642bin(pk, sizeof(pk), m->x_udp_key, strlen(m->x_udp_key), NULL, &n, NULL,
+			      sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    n != sizeof(pk) ||
+	    crypto_kx_server_session_keys(h->rx, h->tx, h->kx_pk, h->kx_sk, pk) != 0) {
+		t->st.msgs_bad++;
+		return;
+	}
+	h->udp = true;
+	log_info("tunnel-udp-keyed realm=%s", h->realm);
+}
+
 static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 {
 	struct relay_tunnel *t = h->t;
@@ -1330,23 +1370,8 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 			for (s = h->streams; s != NULL; s = s->next)
 				s->p.bin = true;
 		}
-		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_UDP) && h->udp_id != 0 &&
-		    !h->udp) {
-			uint8_t pk[crypto_kx_PUBLICKEYBYTES];
-			size_t n = 0;
-
-			if (sodium_base642bin(pk, sizeof(pk), m.x_udp_key, strlen(m.x_udp_key),
-					      NULL, &n, NULL,
-					      sodium_base64_VARIANT_ORIGINAL) != 0 ||
-			    n != sizeof(pk) ||
-			    crypto_kx_server_session_keys(h->rx, h->tx, h->kx_pk, h->kx_sk, pk) !=
-				    0) {
-				t->st.msgs_bad++;
-				return;
-			}
-			h->udp = true;
-			log_info("tunnel-udp-keyed realm=%s", h->realm);
-		}
+		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_UDP) && h->udp_id != 0 && !h->udp)
+			udp_key_answer(h, &m);
 		return;
 	default:
 		t->st.msgs_unknown++;
@@ -1919,6 +1944,9 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 	C("bytes_to_player_total", "Host bytes written to players.", s->bytes_to_player);
 	C("msgs_bad_total", "Host messages that did not decode (dropped).", s->msgs_bad);
 	C("msgs_unknown_total", "Host messages with an unknown cmd (ignored).", s->msgs_unknown);
+	C("udp_key_refused_total",
+	  "Datagram key answers refused: not signed with the realm's key over both keys.",
+	  s->udp_key_refused);
 	C("msgs_unknown_stream_total", "Host messages for a stream it does not have.",
 	  s->msgs_unknown_stream);
 	C("msgs_early_total", "Host messages before the welcome (dropped).", s->msgs_early);

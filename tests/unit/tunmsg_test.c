@@ -207,6 +207,35 @@ static void test_handshake(void)
 	CHECK_EQ_INT(tunmsg_parse_sig("", sig), -EINVAL);
 }
 
+/* x_rally's udp_sig travels both ways; the message it signs; a bad one. */
+static void test_udp_key(void)
+{
+	struct strbuf b;
+	struct tunmsg m = {.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_UDP}, d;
+	char msg[256], big[400];
+
+	strbuf_init(&b, 1 << 16);
+	strcpy(m.x_udp_key, "QUJD");
+	memset(m.x_udp_sig, 'a', TUNMSG_SIG_HEX);
+	m.x_udp_sig[TUNMSG_SIG_HEX] = '\0';
+	tunmsg_encode(&m, &b);
+	CHECK_EQ_INT(tunmsg_decode(b.p, b.len, &d, chunk, sizeof(chunk)), 0);
+	CHECK_EQ_STR(d.x_udp_key, "QUJD");
+	CHECK_EQ_STR(d.x_udp_sig, m.x_udp_sig);
+	/* Longer than a hex signature, or not a string: the message is bad. */
+	snprintf(big, sizeof(big),
+		 "{\"cmd\":\"x_rally\",\"version\":1,\"features\":2,\"udp_sig\":\"%0129d\"}", 0);
+	CHECK_EQ_INT(tunmsg_decode(big, strlen(big), &d, chunk, sizeof(chunk)), -EBADMSG);
+	snprintf(big, sizeof(big),
+		 "{\"cmd\":\"x_rally\",\"version\":1,\"features\":2,\"udp_sig\":5}");
+	CHECK_EQ_INT(tunmsg_decode(big, strlen(big), &d, chunk, sizeof(chunk)), -EBADMSG);
+	CHECK_EQ_INT(tunmsg_udp_key_message("R", "N", "rk", "ak", msg, sizeof(msg)),
+		     (int)strlen("rally-udp-key-v1\nR\nN\nrk\nak"));
+	CHECK_EQ_STR(msg, "rally-udp-key-v1\nR\nN\nrk\nak");
+	CHECK_EQ_INT(tunmsg_udp_key_message("R", "N", "rk", "ak", msg, 10), -ENOSPC);
+	strbuf_release(&b);
+}
+
 static void test_binary(void)
 {
 	uint8_t f[TUNMSG_BIN_HDR + 4];
@@ -236,6 +265,7 @@ int main(void)
 	test_data_paths();
 	test_base64();
 	test_handshake();
+	test_udp_key();
 	test_binary();
 	return tap_done("tunmsg");
 }
