@@ -30,6 +30,7 @@ import random
 import re
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -149,6 +150,16 @@ def pool_range(n, ip=None):
         if all(tcp_port_free(ip, p) for p in range(lo, lo + n)):
             return ip, lo, lo + n - 1
     raise Failure("no %d consecutive free ports on %s" % (n, ip))
+
+
+def make_cert(d, name, san):
+    """A self-signed P-256 certificate for san ("IP:...,DNS:..."): (key, crt)."""
+    key, crt = os.path.join(d, name + ".key"), os.path.join(d, name + ".crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=" + name,
+                    "-addext", "subjectAltName=" + san, "-keyout", key, "-out", crt],
+                   check=True, capture_output=True)
+    return key, crt
 
 
 def free_port(ip="127.0.0.1"):

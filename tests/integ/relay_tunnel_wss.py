@@ -12,21 +12,11 @@ keeps retrying without ever sending its hello."""
 import os
 import socket
 import ssl
-import subprocess
 import threading
 
 from coapeer import (AgentProc, Realm, TcpServer, TunnelRelay, connect_client, duplex, echo_handler,
-                     skip_unless_ready)
+                     make_cert, skip_unless_ready)
 from harness import TOKEN, check, http, run, wait_for
-
-
-def make_cert(d, name, san):
-    key, crt = os.path.join(d, name + ".key"), os.path.join(d, name + ".crt")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=" + name,
-                    "-addext", "subjectAltName=" + san, "-keyout", key, "-out", crt],
-                   check=True, capture_output=True)
-    return key, crt
 
 
 class TlsProxy:
