@@ -1,6 +1,6 @@
 // rally-master's server browser. Served as /page.js (CSP: script-src 'self').
 // Every piece of data reaches the page through textContent or a property,
-// never through innerHTML: a lobby named "<script>" is shown as that text.
+// never parsed as markup: a lobby named "<script>" is shown as that text.
 'use strict';
 
 const REFRESH_MS = 10000;
