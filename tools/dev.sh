@@ -26,9 +26,11 @@ run_pkgs=(openarena-server qstat curl python3 iproute2)
 # miniupnpd with its nftables backend as the UPnP router. git lists the
 # files whose formatting is checked. The relay's tunnel tests: a real
 # PostgreSQL server (started by the test in a scratch directory, never the
-# packaged cluster) and a coa Host Manager peer on websockets + PyNaCl.
+# packaged cluster) and a coa Host Manager peer on websockets + PyNaCl; the
+# master's page is tested in headless chromium through selenium.
 test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
-	miniupnpd miniupnpd-nftables git postgresql python3-websockets python3-nacl)
+	miniupnpd miniupnpd-nftables git postgresql python3-websockets python3-nacl
+	chromium chromium-driver python3-selenium)
 
 say() { printf '\n== %s\n' "$*"; }
 die() {
