@@ -426,11 +426,52 @@ static bool printable_word(const char *s, size_t n)
 	return true;
 }
 
-enum info_field { F_CHALLENGE, F_PROTOCOL, F_MAXCLIENTS, F_CLIENTS, F_GAMENAME, F_GAMETYPE, F_N };
+enum info_field {
+	F_CHALLENGE,
+	F_PROTOCOL,
+	F_MAXCLIENTS,
+	F_CLIENTS,
+	F_GAMENAME,
+	F_GAMETYPE,
+	F_HOSTNAME,
+	F_MAPNAME,
+	F_N
+};
 
 static const char *const info_keys[F_N] = {
-	"challenge", "protocol", "sv_maxclients", "clients", "gamename", "gametype",
+	"challenge", "protocol", "sv_maxclients", "clients",
+	"gamename",  "gametype", "hostname",      "mapname",
 };
+
+static bool is_alnum(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/*
+ * A display copy of s[0..n): printable ASCII only (anything else becomes
+ * '?'), ioquake3's colour codes ('^' and an alphanumeric) dropped, spaces
+ * at either end trimmed, cut at size - 1.
+ */
+static void display_copy(char *dst, size_t size, const char *s, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && o + 1 < size; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '^' && i + 1 < n && is_alnum((unsigned char)s[i + 1])) {
+			i++;
+			continue;
+		}
+		if (c == ' ' && o == 0)
+			continue;
+		dst[o++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	while (o > 0 && dst[o - 1] == ' ')
+		o--;
+	dst[o] = '\0';
+}
 
 int q3_decode_inforesponse(const uint8_t *buf, size_t len, struct q3_inforesponse *out)
 {
@@ -507,6 +548,11 @@ int q3_decode_inforesponse(const uint8_t *buf, size_t len, struct q3_inforespons
 		}
 		out->has_gamename = true;
 	}
+	if (val[F_HOSTNAME] != NULL)
+		display_copy(out->hostname, sizeof(out->hostname), val[F_HOSTNAME],
+			     vlen[F_HOSTNAME]);
+	if (val[F_MAPNAME] != NULL)
+		display_copy(out->mapname, sizeof(out->mapname), val[F_MAPNAME], vlen[F_MAPNAME]);
 	return 0;
 }
 

@@ -86,6 +86,9 @@ int q3_oob_build(uint8_t *buf, size_t size, const char *text, size_t text_len);
 #define Q3_TAG_MAX      (63)
 #define Q3_GAMENAME_MAX (63)
 #define Q3_GAMETYPE_MAX (31)
+/* hostname and mapname, kept for display only (cut, never refused). */
+#define Q3_HOSTNAME_MAX (63)
+#define Q3_MAPNAME_MAX  (63)
 
 /* The generic heartbeat: the game name comes from the infostring. */
 #define Q3_HEARTBEAT_GENERIC "DarkPlaces"
@@ -166,6 +169,10 @@ struct q3_inforesponse {
 	bool has_gamename;
 	char gamename[Q3_GAMENAME_MAX + 1];
 	char gametype[Q3_GAMETYPE_MAX + 1]; /* "0" when absent, as dpmaster */
+	/* For display: printable ASCII, Q3 colour codes (^N) removed, cut to
+	 * fit; "" when absent. Never a reason to refuse the response. */
+	char hostname[Q3_HOSTNAME_MAX + 1];
+	char mapname[Q3_MAPNAME_MAX + 1];
 	enum q3_info_error error;
 };
 

@@ -280,6 +280,18 @@ int master_q3_new(struct master *m);
 void master_q3_free(struct master_q3 *q);
 const struct addr *master_q3_addr(const struct master_q3 *q);
 void master_q3_metrics(const struct master_q3 *q, struct strbuf *out);
+/* GET /q3/servers: {"servers":[{address, game, protocol, hostname, map,
+ * clients, maxclients, gametype, age}], "now", "ttl"}, newest first. */
+void master_q3_http_servers(struct master *m, struct httpd_req *req);
+
+/* ---- master_page.c: the server-browser page ---- */
+
+/*
+ * GET / (to a client that asks for text/html), /index.html, /page.js,
+ * /page.css: the page and its assets, built into the binary, under a strict
+ * Content-Security-Policy. Returns true when it answered the request.
+ */
+bool master_page_handle(struct master *m, struct httpd_req *req);
 
 /* ---- master_fugitive.c: the Fugitive3D repository ---- */
 

@@ -3,6 +3,8 @@
  * by default; a second for IPv6, say), all routed to the three doors.
  *
  *   GET /metrics, GET /healthz                  ours
+ *   GET / (browsers), /index.html, /page.*      the page (master_page.c)
+ *   GET /q3/servers                             the Q3 servers as JSON
  *   /servers, /servers/{ip:port}, /reflection/ip the Fugitive3D repository
  *   everything else                             the netpunch API, matched by
  *                                               path suffix as the reference
@@ -216,6 +218,12 @@ static void on_request(struct httpd_req *req, void *arg)
 	if (strcmp(path, "/healthz") == 0 && strcmp(method, "GET") == 0) {
 		master_http_count(m, "healthz", 200);
 		httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+		return;
+	}
+	if (master_page_handle(m, req))
+		return;
+	if (strcmp(path, "/q3/servers") == 0 && strcmp(method, "GET") == 0 && m->q3 != NULL) {
+		master_q3_http_servers(m, req);
 		return;
 	}
 	if (m->fug != NULL && is_fugitive_path(path)) {

@@ -33,9 +33,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "htab.h"
+#include "httpd.h"
 #include "log.h"
 #include "master.h"
 #include "q3.h"
@@ -88,6 +90,9 @@ struct q3_server {
 	uint32_t clients, maxclients;
 	char gamename[Q3_GAMENAME_MAX + 1];
 	char gametype[Q3_GAMETYPE_MAX + 1];
+	/* For the page (GET /q3/servers): as q3_decode_inforesponse cut them. */
+	char hostname[Q3_HOSTNAME_MAX + 1];
+	char mapname[Q3_MAPNAME_MAX + 1];
 	/* The index; never in a snapshot (a restored entry starts unlinked). */
 	bool linked;
 	struct q3_group *group;
@@ -579,6 +584,24 @@ static void sv_save(const void *val, struct json_object *obj)
 	json_object_object_add(obj, "clients", json_object_new_int64(s->clients));
 	json_object_object_add(obj, "maxclients", json_object_new_int64(s->maxclients));
 	json_object_object_add(obj, "anon", json_object_new_boolean(s->anon));
+	json_object_object_add(obj, "hostname", json_object_new_string(s->hostname));
+	json_object_object_add(obj, "map", json_object_new_string(s->mapname));
+}
+
+/* An optional display string (older snapshots have none): printable
+ * ASCII, spaces allowed, cut to size. */
+static void load_display(struct json_object *obj, const char *name, char *dst, size_t size)
+{
+	struct json_object *f;
+	const char *v;
+	size_t o = 0;
+
+	dst[0] = '\0';
+	if (!json_object_object_get_ex(obj, name, &f) || !json_object_is_type(f, json_type_string))
+		return;
+	for (v = json_object_get_string(f); *v != '\0' && o + 1 < size; v++)
+		dst[o++] = *v >= 0x20 && *v < 0x7f ? *v : '?';
+	dst[o] = '\0';
 }
 
 static bool word_ok(const char *s, size_t max, bool empty_ok)
@@ -658,6 +681,8 @@ static int sv_load(struct json_object *obj, void *val, char *err, size_t errsize
 		return -EBADMSG;
 	}
 	s->anon = json_object_get_boolean(f);
+	load_display(obj, "hostname", s->hostname, sizeof(s->hostname));
+	load_display(obj, "map", s->mapname, sizeof(s->mapname));
 	s->protocol = (int32_t)proto;
 	s->clients = (uint32_t)clients;
 	s->maxclients = (uint32_t)maxclients;
@@ -937,6 +962,8 @@ static void on_inforesponse(struct master_q3 *q, const struct addr *from, const 
 	}
 	snprintf(s->gamename, sizeof(s->gamename), "%s", gamename);
 	snprintf(s->gametype, sizeof(s->gametype), "%s", ir.gametype);
+	snprintf(s->hostname, sizeof(s->hostname), "%s", ir.hostname);
+	snprintf(s->mapname, sizeof(s->mapname), "%s", ir.mapname);
 	s->protocol = ir.protocol;
 	s->anon = anon;
 	s->clients = ir.clients;
@@ -1427,6 +1454,53 @@ void master_q3_free(struct master_q3 *q)
 const struct addr *master_q3_addr(const struct master_q3 *q)
 {
 	return &q->bound;
+}
+
+/* ---- GET /q3/servers: the listed servers for the page ---- */
+
+void master_q3_http_servers(struct master *m, struct httpd_req *req)
+{
+	struct json_object *top = json_object_new_object(), *arr = json_object_new_array();
+	const struct q3_server *s = NULL;
+	struct timespec ts;
+	long long now_ms;
+	char a[ADDR_STRLEN];
+
+	if (top == NULL || arr == NULL) {
+		json_object_put(top);
+		json_object_put(arr);
+		httpd_reply_error(req, 500, "out of memory");
+		master_http_count(m, "q3_servers", 500);
+		return;
+	}
+	master_registry_expire(m->reg);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	/* Bounded by the registry: at most MAX_SERVERS rows of ~300 bytes. */
+	while ((s = master_registry_next(m->reg, MASTER_REG_Q3, s)) != NULL) {
+		struct json_object *o = json_object_new_object();
+		long long age = now_ms - s->head.seen_wall_ms;
+
+		if (o == NULL)
+			break;
+		json_object_object_add(o, "address",
+				       json_object_new_string(key_str(&s->key, a, sizeof(a))));
+		json_object_object_add(o, "game", json_object_new_string(s->gamename));
+		json_object_object_add(o, "protocol", json_object_new_int64(s->protocol));
+		json_object_object_add(o, "hostname", json_object_new_string(s->hostname));
+		json_object_object_add(o, "map", json_object_new_string(s->mapname));
+		json_object_object_add(o, "clients", json_object_new_int64(s->clients));
+		json_object_object_add(o, "maxclients", json_object_new_int64(s->maxclients));
+		json_object_object_add(o, "gametype", json_object_new_string(s->gametype));
+		json_object_object_add(o, "age", json_object_new_int64(age > 0 ? age / 1000 : 0));
+		json_object_array_add(arr, o);
+	}
+	json_object_object_add(top, "servers", arr);
+	json_object_object_add(top, "now", json_object_new_int64((long long)ts.tv_sec));
+	json_object_object_add(top, "ttl", json_object_new_int64(m->cfg.q3_ttl_ms / 1000));
+	httpd_reply_json(req, 200, top);
+	json_object_put(top);
+	master_http_count(m, "q3_servers", 200);
 }
 
 void master_q3_metrics(const struct master_q3 *q, struct strbuf *out)

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,6 +357,46 @@ static void test_numbers(void)
 		     -EINVAL);
 }
 
+/*
+ * hostname and mapname are for display: colour codes dropped, non-ASCII
+ * and control bytes shown as '?', cut to fit, absent as "", and never a
+ * reason to refuse the response.
+ */
+static void test_display_fields(void)
+{
+	struct q3_inforesponse ir;
+	char longname[200];
+
+	CHECK_EQ_INT(q3_decode_inforesponse(pkt,
+					    OOB("infoResponse\n\\challenge\\c\\protocol\\71"
+						"\\sv_maxclients\\8\\clients\\1\\hostname\\"
+						"  ^1Red ^^7<b>\xe9\x01  \\mapname\\oa_dm1"),
+					    &ir),
+		     0);
+	CHECK_EQ_STR(ir.hostname, "Red ^<b>??");
+	CHECK_EQ_STR(ir.mapname, "oa_dm1");
+	CHECK_EQ_INT(q3_decode_inforesponse(pkt,
+					    OOB("infoResponse\n\\challenge\\c\\protocol\\71"
+						"\\sv_maxclients\\8\\clients\\1"),
+					    &ir),
+		     0);
+	CHECK_EQ_STR(ir.hostname, "");
+	CHECK_EQ_STR(ir.mapname, "");
+	{
+		uint8_t buf[512];
+		int n;
+
+		memset(longname, 'x', sizeof(longname) - 1);
+		longname[sizeof(longname) - 1] = '\0';
+		n = snprintf((char *)buf, sizeof(buf),
+			     "\xff\xff\xff\xffinfoResponse\n\\challenge\\c\\protocol\\71"
+			     "\\sv_maxclients\\8\\clients\\1\\hostname\\%s",
+			     longname);
+		CHECK_EQ_INT(q3_decode_inforesponse(buf, (size_t)n, &ir), 0);
+		CHECK_EQ_INT(strlen(ir.hostname), Q3_HOSTNAME_MAX);
+	}
+}
+
 int main(void)
 {
 	test_is_oob();
@@ -367,5 +408,6 @@ int main(void)
 	test_cmd_eq();
 	test_build();
 	test_numbers();
+	test_display_fields();
 	return tap_done("q3");
 }
