@@ -29,10 +29,10 @@ run_pkgs=(openarena-server qstat curl python3 iproute2)
 # packaged cluster), a coa Host Manager peer on websockets + PyNaCl, and
 # nginx terminating TLS in front of the tunnel (a scratch prefix, never the
 # packaged service); the master's page is tested in headless chromium
-# through selenium.
+# through selenium; promtool (prometheus) checks tools/monitoring.
 test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
 	miniupnpd miniupnpd-nftables git postgresql python3-websockets python3-nacl nginx
-	chromium chromium-driver python3-selenium)
+	chromium chromium-driver python3-selenium prometheus)
 
 say() { printf '\n== %s\n' "$*"; }
 die() {
