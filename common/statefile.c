@@ -112,7 +112,7 @@ int statefile_remove_temps(const char *path)
 	return n;
 }
 
-int statefile_write(const char *path, const void *data, size_t len)
+static int replace(const char *path, const void *data, size_t len, bool durable)
 {
 	char tmp[PATH_MAX], dir[PATH_MAX];
 	int fd, dfd, r;
@@ -133,7 +133,7 @@ int statefile_write(const char *path, const void *data, size_t len)
 		errno = -r;
 		goto fail;
 	}
-	if (fsync(fd) < 0)
+	if (durable && fsync(fd) < 0)
 		goto fail;
 	if (close(fd) < 0) {
 		fd = -1;
@@ -142,6 +142,8 @@ int statefile_write(const char *path, const void *data, size_t len)
 	fd = -1;
 	if (rename(tmp, path) < 0)
 		goto fail;
+	if (!durable)
+		return 0;
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
@@ -154,6 +156,16 @@ fail:
 		close(fd);
 	unlink(tmp);
 	return r;
+}
+
+int statefile_write(const char *path, const void *data, size_t len)
+{
+	return replace(path, data, len, true);
+}
+
+int statefile_replace(const char *path, const void *data, size_t len)
+{
+	return replace(path, data, len, false);
 }
 
 int statefile_read(const char *path, size_t max, char **out, size_t *len)

@@ -15,6 +15,16 @@
 int statefile_write(const char *path, const void *data, size_t len);
 
 /*
+ * The same atomic replace without the two fsyncs, for files that are views
+ * of live state another process polls (the lobby's lobby_state.json): a
+ * reader still sees the old file or the new one, never a mix, but a crash
+ * of the machine may lose the last versions, which nobody needs after it.
+ * Nothing waits on the disk, so the event loop may call it on every change.
+ * Returns 0 or -errno.
+ */
+int statefile_replace(const char *path, const void *data, size_t len);
+
+/*
  * Reads a whole file of at most max bytes into a malloc'd, NUL-terminated
  * buffer (*out, owned by the caller). Returns 0, -ENOENT when missing,
  * -EFBIG when larger than max, or another -errno. This is the load, so it

@@ -242,7 +242,7 @@ static void panel_text(struct json_object *st, struct strbuf *b)
 static void write_file(struct lobby_ipc *i, const char *path, const struct strbuf *b)
 {
 	unsigned long sup;
-	int r = b->bad || b->p == NULL ? -EMSGSIZE : statefile_write(path, b->p, b->len);
+	int r = b->bad || b->p == NULL ? -EMSGSIZE : statefile_replace(path, b->p, b->len);
 
 	if (r < 0 && log_ratelimit_ok(&i->warn, ev_now(i->l->loop), 10000, &sup)) {
 		errno = -r;

@@ -219,6 +219,34 @@ static void test_failed_write_keeps_old(void)
 }
 
 /*
+ * statefile_replace(): the same replace without fsync; it must still leave
+ * no temporary and keep the old file when the write fails.
+ */
+static void test_replace(void)
+{
+	const char *p = at("lobby_state.json");
+	struct rlimit old, lim;
+	char big[8192];
+
+	memset(big, 'r', sizeof(big));
+	CHECK_EQ_INT(statefile_replace(p, "{\"state\":\"waiting\"}", 19), 0);
+	CHECK(file_is(p, "{\"state\":\"waiting\"}"));
+	CHECK_EQ_INT(statefile_replace(p, "{}", 2), 0);
+	CHECK(file_is(p, "{}"));
+	signal(SIGXFSZ, SIG_IGN);
+	CHECK_EQ_INT(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 4096;
+	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	CHECK_EQ_INT(statefile_replace(p, big, sizeof(big)), -EFBIG);
+	setrlimit(RLIMIT_FSIZE, &old);
+	CHECK(file_is(p, "{}"));
+	CHECK_EQ_INT(count_entries(base, ".tmp"), 0);
+	CHECK_EQ_INT(statefile_replace(at("nodir/x.json"), "x", 1), -ENOENT);
+	unlink(p);
+}
+
+/*
  * A real ENOSPC: a 64 KiB tmpfs in a private mount namespace (the mount
  * dies with the process even if we crash). Root only; skipped elsewhere.
  */
@@ -466,6 +494,7 @@ int main(void)
 	test_write_read();
 	test_read_errors();
 	test_failed_write_keeps_old();
+	test_replace();
 	test_quarantine();
 	test_mkdirs();
 	test_stale_temps();
