@@ -62,8 +62,13 @@
  * per second of them all told (a roster of 200 mesh players is ~320 KB, N^2
  * in their links: sent to 199 peers every 2 s as netpunch heals, 32 MB/s).
  * Up to ~100 mesh players the budget changes nothing. */
-#define ROSTER_EVERY_MS   (200)
-#define ROSTER_BUDGET     (4 * 1000 * 1000)
+#define ROSTER_EVERY_MS (200)
+#define ROSTER_BUDGET   (4 * 1000 * 1000)
+/* A round of rosters goes out in slices of about this many bytes, one slice
+ * per turn of the loop, so what arrives meanwhile (pings, game frames, the
+ * keepalives that keep peers in) is read between them: a round to 199 mesh
+ * players is 64 MB to seal and send, seconds of the loop under load. */
+#define ROSTER_SLICE      (256 * 1024)
 #define STAGE_LOADING_PRE "loading world"
 
 struct peer {
@@ -123,6 +128,21 @@ struct lobby_host {
 	long long last_roster_ms, last_alive_ms;
 	uint8_t alive_token[NP1_TOKEN_LEN];
 	unsigned long long roster_bytes; /* the last round of rosters, all peers */
+	/* The round of rosters being sent, slice by slice: the two encodings
+	 * (peers started or not), each made when first needed and kept for
+	 * the round, and the addresses of the peers at its start (one that
+	 * leaves meanwhile is still sent its copy; one that joins is sent its
+	 * own at its join and is in the next round). */
+	struct roster_round {
+		struct strbuf enc[2];
+		bool done[2], ok[2];
+		struct addr to[LOBBY_CAP];
+		bool started[LOBBY_CAP];
+		size_t n, next;
+		unsigned long long bytes;
+		bool active, again;
+	} round;
+	struct ev_timer round_slice;
 	/* The save transfer: the round running, the one asked for meanwhile,
 	 * the last save shared (late players get it). */
 	struct lobby_xsend *xfer;
@@ -465,34 +485,87 @@ static void emit_roster(struct lobby_host *h)
  * each value of that flag, not once per peer (a lobby of 200 mesh players
  * has a roster of some 400 KB, N^2 in their links).
  */
-static void send_roster_packets(struct lobby_host *h)
+static void round_end(struct lobby_host *h)
 {
-	struct strbuf enc[2];
-	bool done[2] = {false, false}, ok[2] = {false, false};
-	unsigned long long bytes = 0;
+	struct roster_round *r = &h->round;
 
-	h->roster_soon_armed = false;
-	h->last_roster_ms = ev_now(h->l->loop);
-	ev_timer_stop(h->l->loop, &h->roster_soon);
-	for (struct peer *p = first(h); p != NULL; p = next(h, p)) {
-		int k = p->started ? 1 : 0;
+	for (int k = 0; k < 2; k++) {
+		if (r->done[k])
+			strbuf_release(&r->enc[k]);
+		r->done[k] = r->ok[k] = false;
+	}
+	r->active = false;
+	ev_timer_stop(h->l->loop, &h->round_slice);
+}
 
-		if (!done[k]) {
-			done[k] = true;
-			ok[k] = encode_roster(h, p->started, &enc[k]) == 0;
-			if (!ok[k])
+static void roster_soon(struct lobby_host *h);
+
+/* One slice of the round: at least one peer, then up to ROSTER_SLICE bytes;
+ * the rest on the next turn of the loop. */
+static void on_round_slice(struct ev_timer *t, void *arg)
+{
+	struct lobby_host *h = arg;
+	struct roster_round *r = &h->round;
+	unsigned long long slice = 0;
+
+	(void)t;
+	while (r->next < r->n && (slice == 0 || slice < ROSTER_SLICE)) {
+		int k = r->started[r->next] ? 1 : 0;
+
+		if (!r->done[k]) {
+			r->done[k] = true;
+			r->ok[k] = encode_roster(h, k == 1, &r->enc[k]) == 0;
+			if (!r->ok[k])
 				log_warnx("roster-too-big players=%zu", players(h));
 		}
-		if (ok[k]) {
-			lobby_net_send_app(h->l, &p->addr, (const uint8_t *)enc[k].p, enc[k].len);
-			bytes += enc[k].len;
+		if (r->ok[k]) {
+			lobby_net_send_app(h->l, &r->to[r->next], (const uint8_t *)r->enc[k].p,
+					   r->enc[k].len);
+			slice += r->enc[k].len;
+		} else {
+			slice += 1;
 		}
+		r->next++;
 	}
-	h->roster_bytes = bytes;
-	for (int k = 0; k < 2; k++) {
-		if (done[k])
-			strbuf_release(&enc[k]);
+	r->bytes += slice;
+	if (r->next < r->n) {
+		ev_timer_start(h->l->loop, &h->round_slice, 0, on_round_slice, h);
+		return;
 	}
+	h->roster_bytes = r->bytes;
+	round_end(h);
+	/* What changed while the round went out goes in the next one. */
+	if (r->again) {
+		r->again = false;
+		roster_soon(h);
+	}
+}
+
+/*
+ * A round of rosters to every peer, as of now: both encodings are made on
+ * first use and kept for the round, which goes out a slice per turn of the
+ * loop. A round asked for while one is going out follows it (roster_soon,
+ * so within the budget).
+ */
+static void send_roster_packets(struct lobby_host *h)
+{
+	struct roster_round *r = &h->round;
+
+	h->roster_soon_armed = false;
+	ev_timer_stop(h->l->loop, &h->roster_soon);
+	if (r->active) {
+		r->again = true;
+		return;
+	}
+	h->last_roster_ms = ev_now(h->l->loop);
+	r->n = r->next = 0;
+	r->bytes = 0;
+	for (struct peer *p = first(h); p != NULL && r->n < LOBBY_CAP; p = next(h, p)) {
+		r->to[r->n] = p->addr;
+		r->started[r->n++] = p->started;
+	}
+	r->active = true;
+	on_round_slice(&h->round_slice, h);
 }
 
 /* The pause after a round of rosters that keeps them within the budget,
@@ -1147,6 +1220,14 @@ static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
 
 /* ---- timers ---- */
 
+static void send_keepalives(struct lobby_host *h, long long now)
+{
+	h->last_alive_ms = now;
+	for (struct peer *p = first(h); p != NULL; p = next(h, p))
+		lobby_net_send_ctl(h->l->net, &p->addr, NP1_KEEPALIVE, h->alive_token,
+				   sizeof(h->alive_token));
+}
+
 static void on_heal(struct ev_timer *t, void *arg)
 {
 	struct lobby_host *h = arg;
@@ -1156,16 +1237,18 @@ static void on_heal(struct ev_timer *t, void *arg)
 	 * budget says wait (a big mesh lobby heals every few seconds more);
 	 * then a keepalive every 2 s says we are here (a joiner gives the host
 	 * up after 12 s of silence). */
-	if (now - h->last_roster_ms < LOBBY_ROSTER_HEAL_MS - 50) {
+	if (h->round.active) {
+		/* A round still going out may not reach the last peers for a
+		 * while: the keepalive reaches them now. */
+		if (now - h->last_alive_ms >= LOBBY_ROSTER_HEAL_MS - 50)
+			send_keepalives(h, now);
+	} else if (now - h->last_roster_ms < LOBBY_ROSTER_HEAL_MS - 50) {
 		/* a roster went out lately */
 	} else if (!h->roster_soon_armed &&
 		   now - h->last_roster_ms >= roster_pause(h, LOBBY_ROSTER_HEAL_MS) - 50) {
 		send_roster_packets(h);
 	} else if (now - h->last_alive_ms >= LOBBY_ROSTER_HEAL_MS - 50) {
-		h->last_alive_ms = now;
-		for (struct peer *p = first(h); p != NULL; p = next(h, p))
-			lobby_net_send_ctl(h->l->net, &p->addr, NP1_KEEPALIVE, h->alive_token,
-					   sizeof(h->alive_token));
+		send_keepalives(h, now);
 	}
 	ev_timer_start(h->l->loop, t, 500, on_heal, h);
 }
@@ -1893,6 +1976,7 @@ static void host_free(struct lobby *l)
 
 	ev_timer_stop(l->loop, &h->heal);
 	ev_timer_stop(l->loop, &h->roster_soon);
+	round_end(h);
 	ev_timer_stop(l->loop, &h->logs);
 	if (h->peerslog != NULL) {
 		flush_own_logs(h, true);
@@ -1919,6 +2003,7 @@ static void init_timers(struct lobby_host *h)
 {
 	ev_timer_init(&h->heal);
 	ev_timer_init(&h->roster_soon);
+	ev_timer_init(&h->round_slice);
 	ev_timer_init(&h->logs);
 	ev_timer_init(&h->sweep);
 	ev_timer_init(&h->serve);

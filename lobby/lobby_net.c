@@ -321,6 +321,11 @@ static void deliver_app(struct lobby_net *n, const struct addr *from, const uint
 			n->st.plain_dropped++;
 			return;
 		}
+		/* A fragment says its sender is alive as a whole payload does:
+		 * a 300 KB roster is 270 of them, and under load its last may
+		 * come seconds after its first. */
+		if (n->l->role->on_payload != NULL && !n->l->role->on_payload(n->l, from, sealed))
+			return;
 		r = frag_reasm_feed(n->reasm, from, p, len, ev_now(n->l->loop), &msg, &mlen);
 		if (r == 1) {
 			n->st.frag_msgs++;
