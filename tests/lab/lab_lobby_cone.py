@@ -64,7 +64,7 @@ def scenario(env):
           all(c["result"] == "no answer" for c in tr["candidates"]) and
           tr["ms"]["failed"] is not None and tr["ms"]["connected"] is None,
           "the failed join's traversal record: %r" % tr)
-    check(j0.grep(r"\btraversal result=failed path=- "), "the failed join's traversal line")
+    j0.wait_line(r"\btraversal result=failed path=- ", 5)
 
     # Through the knock.
     bb = bridge(lab, hb, 2, send=200, rate=100, duration_ms=6000, wait_go=True)

@@ -67,8 +67,8 @@ def scenario(env):
         check(j.grep(r"\brelay-bound relay=") and h.grep(r"\brelay-bound relay="),
               "%s: both ends bound the relay port" % name)
         check(j.grep(r"\bknock n=1 relay=yes"), "%s: the first knock asked for a relay" % name)
-        check(j.grep(r"\btraversal result=connected path=relay .*why=\"[^\"]*symmetric"),
-              "%s: the traversal line says relayed and why" % name)
+        # The record is written just after "joined the host": wait for it.
+        j.wait_line(r"\btraversal result=connected path=relay .*why=\"[^\"]*symmetric", 5)
         prof = observed(j)
         want = "1" if js.kind == "symmetric" else "0"
         check(prof["symmetric"] == want, "%s joiner profile %r" % (name, prof))
