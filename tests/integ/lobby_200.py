@@ -87,10 +87,13 @@ def scenario(env):
     m = host.output()
     check(not [ln for ln in m if "roster-too-big" in ln], "the host could not encode a roster")
 
+    # 200 processes end at once, each with LeakSanitizer's scan of its heap
+    # at exit (the host's is ~400 MB under ASan): a minute, not 20 s, on a
+    # loaded 2-core machine.
     host.command(cmd="quit")
-    check(host.wait_exit(20) == 0, "host exit status")
+    check(host.wait_exit(60) == 0, "host exit status")
     for j in js:
-        check(j.wait_exit(30) == 0, "%s exit status" % j.name)
+        check(j.wait_exit(60) == 0, "%s exit status" % j.name)
         check(j.events("status")[-1].get("detail") == "host closed the lobby",
               "%s's last status %r" % (j.name, j.events("status")[-1]))
 
