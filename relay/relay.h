@@ -258,6 +258,12 @@ int relay_token_load(const char *path, uint8_t hash[static RELAY_TOKEN_HASH]);
 struct httpd_req;
 bool relay_token_check(const uint8_t hash[static RELAY_TOKEN_HASH], struct httpd_req *req);
 
+/* ---- relay_page.c: the admin page on the control listener ---- */
+
+/* Answers a request for the page or its assets (no token needed: they hold
+ * no data) and returns true; false for any other path. */
+bool relay_page_handle(struct httpd_req *req);
+
 /* ---- relay_agent.c: `rally-relay agent`, the tunnel's home side ---- */
 
 /* The whole program for argv[0] == "agent"; returns the exit status. */

@@ -397,6 +397,8 @@ static void on_request(struct httpd_req *req, void *arg)
 		httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
 		return;
 	}
+	if (relay_page_handle(req))
+		return;
 	if (!authorized(c, req)) {
 		unsigned long sup;
 		char a[ADDR_STRLEN];
