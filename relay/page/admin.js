@@ -369,6 +369,7 @@
       const b = el('button', 'Ban…', 'ban');
       b.type = 'button';
       b.dataset.ip = str(s.client_ip);
+      b.setAttribute('aria-label', 'Ban ' + str(s.client_ip));
       cell(tr, '', b, 'act');
       frag.appendChild(tr);
     }
@@ -394,6 +395,7 @@
       const btn = el('button', 'Remove', 'remove');
       btn.type = 'button';
       btn.dataset.ip = ip;
+      btn.setAttribute('aria-label', 'Remove the ban on ' + ip);
       cell(tr, '', btn, 'act');
       frag.appendChild(tr);
     }
