@@ -7,6 +7,7 @@
  * SIGTERM, sends the flatline and exits. SIGHUP reloads bans.json and the
  * token file.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <sodium.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "banlist.h"
@@ -91,9 +93,10 @@ static const char usage_tunnel[] =
 	"                              of them (idle >= 1 s) makes room for a new client\n"
 	"\n"
 	"CONTROL API\n"
-	"    GET /healthz (no token), GET /sessions, GET /bans, PUT /bans/IP with\n"
-	"    {\"reason\":\"...\",\"duration\":SECONDS}, DELETE /bans/IP, GET /metrics.\n"
-	"    Send \"Authorization: Bearer TOKEN\".\n"
+	"    GET /healthz (no token), GET /status, GET /sessions, GET /bans,\n"
+	"    PUT /bans/IP with {\"reason\":\"...\",\"duration\":SECONDS}, DELETE\n"
+	"    /bans/IP, GET /metrics. Send \"Authorization: Bearer TOKEN\".\n"
+	"    GET / (or /admin) in a browser: the admin page (it asks for the token).\n"
 	"\n"
 	"SIGNALS\n"
 	"    SIGTERM, SIGINT: flatline to the masters, then exit (twice: at once).\n"
@@ -127,6 +130,12 @@ static void add_master(void *ctx, const char *s)
 	m = &c->masters[c->nmasters];
 	if (addr_split_hostport(s, m->host, sizeof(m->host), &m->port) < 0 || m->port == 0)
 		daemon_die_usage("--master %s: expected HOST:PORT", s);
+	/* A host name or an IP (v6 with a zone): the name is a metrics label
+	 * and shown on the admin page as it is. */
+	for (const char *h = m->host; *h != '\0'; h++) {
+		if (!isalnum((unsigned char)*h) && strchr(".-_:%", *h) == NULL)
+			daemon_die_usage("--master %s: not a host name or an IP address", s);
+	}
 	c->nmasters++;
 }
 
@@ -391,6 +400,7 @@ int main(int argc, char **argv)
 	daemon_start(d);
 	r->loop = d->loop;
 	r->check_only = d->check;
+	r->started = (long long)time(NULL);
 	daemon_set_handlers(d, on_stop, on_reload, &app);
 	/* Each session holds a socket (the seed runs with LimitNOFILE=4096);
 	 * each tunnel port and stream one more. */

@@ -140,7 +140,8 @@ struct relay {
 	struct relay_bans *bans;
 	struct relay_control *control;
 	struct relay_tunnel *tunnel;
-	bool check_only; /* --check-config: load, check, listen nowhere */
+	long long started; /* wall clock, s: GET /status */
+	bool check_only;   /* --check-config: load, check, listen nowhere */
 	bool stopping;
 };
 
@@ -180,6 +181,7 @@ struct relay_session_info {
 	struct addr client;
 	uint16_t upstream_port;
 	bool tunnelled; /* through the tunnel: no upstream socket here */
+	bool confirmed; /* the client spoke again after the server's answer */
 	long long age_ms, idle_ms;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	unsigned queued;
@@ -202,6 +204,26 @@ void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *ou
 void relay_heartbeat_probe_answer(struct relay_heartbeat *hb, const uint8_t *buf, size_t len);
 /* True if ip is the last resolved address of one of our masters. */
 bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct addr_ip *ip);
+/* A getinfo/getstatus from ip: counted for the master it comes from, if any
+ * (the master checking the server it lists). */
+void relay_heartbeat_note_query(struct relay_heartbeat *hb, const struct addr_ip *ip);
+/* The probe's verdict in *up; false while the server was never probed. */
+bool relay_heartbeat_server_up(const struct relay_heartbeat *hb, bool *up);
+
+/* One master's heartbeats, for GET /status. */
+struct relay_master_info {
+	const struct relay_master *master; /* as configured (--master) */
+	bool resolved;                     /* addr holds its last resolution */
+	struct addr addr;
+	long long last_attempt;   /* wall clock, s; 0 before the first */
+	const char *last_outcome; /* "heartbeat", "flatline", "resolve_error",
+				     "send_error"; NULL before the first */
+	uint64_t heartbeats, flatlines, resolve_errors, send_errors;
+	uint64_t queries; /* getinfo/getstatus seen from its address */
+};
+/* Calls fn for each master, in --master order. */
+void relay_heartbeat_foreach(const struct relay_heartbeat *hb,
+			     void (*fn)(const struct relay_master_info *, void *), void *arg);
 
 /* ---- relay_bans.c ---- */
 
@@ -235,6 +257,12 @@ int relay_control_reload(struct relay_control *c);
 int relay_token_load(const char *path, uint8_t hash[static RELAY_TOKEN_HASH]);
 struct httpd_req;
 bool relay_token_check(const uint8_t hash[static RELAY_TOKEN_HASH], struct httpd_req *req);
+
+/* ---- relay_page.c: the admin page on the control listener ---- */
+
+/* Answers a request for the page or its assets (no token needed: they hold
+ * no data) and returns true; false for any other path. */
+bool relay_page_handle(struct httpd_req *req);
 
 /* ---- relay_agent.c: `rally-relay agent`, the tunnel's home side ---- */
 

@@ -7,7 +7,9 @@
  *   GET    /bans
  *   PUT    /bans/{ip}          {"reason": "...", "duration": seconds}
  *   DELETE /bans/{ip}
+ *   GET    /status             version, uptime, server, masters' heartbeats
  *   GET    /metrics            Prometheus text
+ *   GET    /, /admin, ...      the admin page (relay_page.c), no token needed
  *
  * The token comes from --token-file (at least 32 characters, refused at
  * start otherwise); only its BLAKE2b hash is kept, and the presented token
@@ -123,6 +125,7 @@ static void add_session(const struct relay_session_info *si, void *arg)
 	json_object_object_add(o, "client_port", json_object_new_int(addr_port(&si->client)));
 	json_object_object_add(o, "upstream_port", json_object_new_int(si->upstream_port));
 	json_object_object_add(o, "tunnelled", json_object_new_boolean(si->tunnelled));
+	json_object_object_add(o, "confirmed", json_object_new_boolean(si->confirmed));
 	json_object_object_add(o, "age_ms", json_object_new_int64(si->age_ms));
 	json_object_object_add(o, "idle_ms", json_object_new_int64(si->idle_ms));
 	d = json_object_new_object();
@@ -144,6 +147,80 @@ static void get_sessions(struct relay_control *c, struct httpd_req *req)
 	relay_proxy_foreach(c->r->proxy, add_session, arr);
 	httpd_reply_json(req, 200, arr);
 	json_object_put(arr);
+}
+
+static void add_master(const struct relay_master_info *mi, void *arg)
+{
+	struct json_object *arr = arg, *o = json_object_new_object();
+	char a[ADDR_STRLEN + RELAY_HOST_MAX];
+
+	snprintf(a, sizeof(a), "%s:%u", mi->master->host, mi->master->port);
+	json_object_object_add(o, "master", json_object_new_string(a));
+	json_object_object_add(
+		o, "address",
+		mi->resolved ? json_object_new_string(addr_str(&mi->addr, a, sizeof(a))) : NULL);
+	json_object_object_add(o, "last_attempt",
+			       mi->last_attempt ? json_object_new_int64(mi->last_attempt) : NULL);
+	json_object_object_add(o, "last_outcome",
+			       mi->last_outcome ? json_object_new_string(mi->last_outcome) : NULL);
+	json_object_object_add(o, "heartbeats", json_object_new_uint64(mi->heartbeats));
+	json_object_object_add(o, "flatlines", json_object_new_uint64(mi->flatlines));
+	json_object_object_add(o, "resolve_errors", json_object_new_uint64(mi->resolve_errors));
+	json_object_object_add(o, "send_errors", json_object_new_uint64(mi->send_errors));
+	json_object_object_add(o, "queries", json_object_new_uint64(mi->queries));
+	json_object_array_add(arr, o);
+}
+
+/* What the admin page shows above its tables: which relay this is, since
+ * when, in front of what, and each master's last heartbeat. */
+static void get_status(struct relay_control *c, struct httpd_req *req)
+{
+	struct relay *r = c->r;
+	struct json_object *o = json_object_new_object(), *hb, *masters;
+	long long now = (long long)time(NULL);
+	char a[ADDR_STRLEN + 48];
+	bool up;
+
+	json_object_object_add(o, "version", json_object_new_string(RALLY_VERSION));
+	json_object_object_add(o, "started", json_object_new_int64(r->started));
+	json_object_object_add(o, "now", json_object_new_int64(now));
+	json_object_object_add(o, "uptime_s", json_object_new_int64(now - r->started));
+	json_object_object_add(
+		o, "listen",
+		r->proxy != NULL ? json_object_new_string(addr_str(&r->cfg.listen, a, sizeof(a)))
+				 : NULL);
+	if (r->cfg.server_tunnel) {
+		snprintf(a, sizeof(a), "tunnel:%s", r->cfg.server_realm);
+		json_object_object_add(o, "server", json_object_new_string(a));
+	} else if (r->cfg.server_on) {
+		json_object_object_add(o, "server",
+				       json_object_new_string(addr_str(&r->server, a, sizeof(a))));
+	} else {
+		json_object_object_add(o, "server", NULL);
+	}
+	json_object_object_add(o, "server_up",
+			       r->hb != NULL && relay_heartbeat_server_up(r->hb, &up)
+				       ? json_object_new_boolean(up)
+				       : NULL);
+	json_object_object_add(o, "sessions",
+			       json_object_new_uint64(relay_proxy_session_count(r->proxy)));
+	json_object_object_add(o, "max_sessions", json_object_new_uint64(r->cfg.max_sessions));
+	json_object_object_add(o, "bans",
+			       json_object_new_uint64(banlist_count(relay_bans_list(r->bans))));
+	json_object_object_add(o, "max_bans", json_object_new_int(RELAY_MAX_BANS));
+	json_object_object_add(o, "tunnel", json_object_new_boolean(r->tunnel != NULL));
+	hb = json_object_new_object();
+	masters = json_object_new_array();
+	json_object_object_add(hb, "tag", json_object_new_string(r->cfg.heartbeat_tag));
+	json_object_object_add(hb, "flatline_tag", json_object_new_string(r->cfg.flatline_tag));
+	json_object_object_add(hb, "interval_s",
+			       json_object_new_int64(r->cfg.heartbeat_interval_ms / 1000));
+	if (r->hb != NULL)
+		relay_heartbeat_foreach(r->hb, add_master, masters);
+	json_object_object_add(hb, "masters", masters);
+	json_object_object_add(o, "heartbeat", hb);
+	httpd_reply_json(req, 200, o);
+	json_object_put(o);
 }
 
 static struct json_object *ban_json(const struct ban *b)
@@ -320,6 +397,8 @@ static void on_request(struct httpd_req *req, void *arg)
 		httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
 		return;
 	}
+	if (relay_page_handle(req))
+		return;
 	if (!authorized(c, req)) {
 		unsigned long sup;
 		char a[ADDR_STRLEN];
@@ -363,6 +442,12 @@ static void on_request(struct httpd_req *req, void *arg)
 			put_ban(c, req, &ip, canon);
 		else
 			delete_ban(c, req, &ip, canon);
+	} else if (strcmp(path, "/status") == 0) {
+		if (strcmp(m, "GET") != 0) {
+			method_not_allowed(req, "GET");
+			return;
+		}
+		get_status(c, req);
 	} else if (strcmp(path, "/metrics") == 0) {
 		if (strcmp(m, "GET") != 0) {
 			method_not_allowed(req, "GET");

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "info.h"
@@ -57,6 +58,11 @@ struct relay_heartbeat {
 	bool cached[RELAY_MAX_MASTERS];
 
 	uint64_t count[RELAY_MAX_MASTERS][HB_NOUTCOMES];
+	/* The last attempt per master (wall clock, s; 0 = none yet) and its
+	 * outcome, and the queries seen from its address: /status. */
+	long long last_wall[RELAY_MAX_MASTERS];
+	enum hb_outcome last[RELAY_MAX_MASTERS];
+	uint64_t queries[RELAY_MAX_MASTERS];
 
 	bool shutting_down;
 	void (*shutdown_done)(void *);
@@ -76,6 +82,13 @@ static const char *server_name(const struct relay_heartbeat *hb, char *buf, size
 
 /* ---- sending ---- */
 
+static void outcome(struct relay_heartbeat *hb, size_t i, enum hb_outcome o)
+{
+	hb->count[i][o]++;
+	hb->last[i] = o;
+	hb->last_wall[i] = (long long)time(NULL);
+}
+
 static void send_all(struct relay_heartbeat *hb, const char *tag, const struct addr *addrs,
 		     const bool *have)
 {
@@ -91,18 +104,18 @@ static void send_all(struct relay_heartbeat *hb, const char *tag, const struct a
 		int r;
 
 		if (!have[i]) {
-			hb->count[i][HB_RESOLVE_ERROR]++;
+			outcome(hb, i, HB_RESOLVE_ERROR);
 			continue;
 		}
 		r = relay_proxy_send_public(hb->r->proxy, &addrs[i], pkt, (size_t)len);
 		if (r < 0) {
-			hb->count[i][HB_SEND_ERROR]++;
+			outcome(hb, i, HB_SEND_ERROR);
 			errno = -r;
 			log_warn("heartbeat-send-fail master=%s:%u addr=%s", c->masters[i].host,
 				 c->masters[i].port, addr_str(&addrs[i], a, sizeof(a)));
 			continue;
 		}
-		hb->count[i][good]++;
+		outcome(hb, i, good);
 		log_debug("heartbeat-sent tag=%s master=%s:%u addr=%s", tag, c->masters[i].host,
 			  c->masters[i].port, addr_str(&addrs[i], a, sizeof(a)));
 	}
@@ -383,6 +396,14 @@ void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *ou
 				      c->masters[i].host, c->masters[i].port, outcome_names[o],
 				      (unsigned long long)hb->count[i][o]);
 	}
+	strbuf_printf(out,
+		      "# HELP rally_relay_master_queries_total getinfo/getstatus received from "
+		      "a master's address (the master checking the server it lists).\n"
+		      "# TYPE rally_relay_master_queries_total counter\n");
+	for (size_t i = 0; i < c->nmasters; i++)
+		strbuf_printf(out, "rally_relay_master_queries_total{master=\"%s:%u\"} %llu\n",
+			      c->masters[i].host, c->masters[i].port,
+			      (unsigned long long)hb->queries[i]);
 	strbuf_printf(
 		out,
 		"# HELP rally_relay_server_up 1 if the last probe of the server was answered.\n"
@@ -390,7 +411,8 @@ void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *ou
 		hb->alive ? 1 : 0);
 }
 
-bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct addr_ip *ip)
+/* The index of the master last resolved to ip, or -1. */
+static int master_index(const struct relay_heartbeat *hb, const struct addr_ip *ip)
 {
 	for (size_t i = 0; i < hb->r->cfg.nmasters; i++) {
 		struct addr_ip m;
@@ -399,9 +421,52 @@ bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct ad
 			continue;
 		addr_to_ip(&hb->cache[i], &m);
 		if (memcmp(m.b, ip->b, sizeof(m.b)) == 0)
-			return true;
+			return (int)i;
 	}
-	return false;
+	return -1;
+}
+
+bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct addr_ip *ip)
+{
+	return master_index(hb, ip) >= 0;
+}
+
+void relay_heartbeat_note_query(struct relay_heartbeat *hb, const struct addr_ip *ip)
+{
+	/* XXX: O(masters) per query, at most 16 compares; queries are rare
+	 * next to game traffic and rate-limited after this. */
+	int i = master_index(hb, ip);
+
+	if (i >= 0)
+		hb->queries[i]++;
+}
+
+bool relay_heartbeat_server_up(const struct relay_heartbeat *hb, bool *up)
+{
+	*up = hb->alive;
+	return hb->ever_probed;
+}
+
+void relay_heartbeat_foreach(const struct relay_heartbeat *hb,
+			     void (*fn)(const struct relay_master_info *, void *), void *arg)
+{
+	for (size_t i = 0; i < hb->r->cfg.nmasters; i++) {
+		struct relay_master_info mi = {
+			.master = &hb->r->cfg.masters[i],
+			.resolved = hb->cached[i],
+			.last_attempt = hb->last_wall[i],
+			.last_outcome = hb->last_wall[i] != 0 ? outcome_names[hb->last[i]] : NULL,
+			.heartbeats = hb->count[i][HB_ALIVE],
+			.flatlines = hb->count[i][HB_FLATLINE],
+			.resolve_errors = hb->count[i][HB_RESOLVE_ERROR],
+			.send_errors = hb->count[i][HB_SEND_ERROR],
+			.queries = hb->queries[i],
+		};
+
+		if (hb->cached[i])
+			mi.addr = hb->cache[i];
+		fn(&mi, arg);
+	}
 }
 
 int relay_heartbeat_new(struct relay *r)

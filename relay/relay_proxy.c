@@ -578,6 +578,8 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 		struct addr_ip ip;
 
 		addr_to_ip(from, &ip);
+		if (r->hb != NULL)
+			relay_heartbeat_note_query(r->hb, &ip);
 		if (!ratelim_check(p->queries, &ip, ev_now(r->loop))) {
 			drop(p, RELAY_DROP_RATE_LIMITED);
 			if (log_enabled(LOG_LEVEL_DEBUG)) {
@@ -760,6 +762,7 @@ void relay_proxy_foreach(struct relay_proxy *p,
 			.client = s->client,
 			.upstream_port = s->upstream_port,
 			.tunnelled = s->io == NULL,
+			.confirmed = s->confirmed,
 			.age_ms = now - s->created_ms,
 			.idle_ms = now - s->last_ms,
 			.pkts_in = s->pkts_in,
