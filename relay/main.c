@@ -54,6 +54,13 @@ static const char usage[] =
 	"    --heartbeat-tag TAG       default EnemyTerritory-1 (QuakeArena-1 for Q3/OA)\n"
 	"    --flatline-tag TAG        default ETFlatline-1\n"
 	"    --heartbeat-interval S    seconds between heartbeats (default 300)\n"
+	"    --listing-interval S      ask each master for its list this often and\n"
+	"                              check the server is in it (default 300,\n"
+	"                              0 = off); see /healthz\n"
+	"    --public-address ADDR     IP or IP:PORT, the front address the masters\n"
+	"                              see (behind a NAT); without it the listing\n"
+	"                              check matches the bind address, or this\n"
+	"                              host's addresses, or the port alone (weak)\n"
 	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
 	"                              sources together (default 100, 0 = no cap);\n"
 	"                              the masters are exempt\n"
@@ -86,6 +93,9 @@ static const char usage_tunnel[] =
 	"    --tunnel-alloc-timeout S, --tunnel-idle-timeout S, --tunnel-ping-interval S,\n"
 	"    --tunnel-handshake-timeout S, --tunnel-connect-timeout S (120 60 30 10 15)\n"
 	"    --probe-timeout MS        wait per server probe attempt (default 3000)\n"
+	"    --listing-delay MS        first listing check after the first heartbeat\n"
+	"                              (default 10000)\n"
+	"    --listing-timeout MS      wait for a master's whole list (default 3000)\n"
 	"    --max-sessions N          concurrent sessions (default 2048)\n"
 	"    --unconfirmed-timeout S   idle lifetime of sessions the client never\n"
 	"                              confirmed by speaking after the server's answer\n"
@@ -167,6 +177,21 @@ static void set_fl_tag(void *ctx, const char *s)
 	set_tag(((struct relay_cfg *)ctx)->flatline_tag, s, "--flatline-tag");
 }
 
+static void set_public(void *ctx, const char *s)
+{
+	struct relay_cfg *c = ctx;
+	static const uint8_t zero[16];
+	struct addr_ip ip;
+
+	if (addr_parse(&c->public_addr, s, 0) < 0)
+		daemon_die_usage("--public-address %s: expected IP or IP:PORT", s);
+	addr_to_ip(&c->public_addr, &ip);
+	if (memcmp(ip.b + (addr_is_v4(&c->public_addr) ? 12 : 0), zero,
+		   addr_is_v4(&c->public_addr) ? 4 : 16) == 0)
+		daemon_die_usage("--public-address %s: the address masters see, not a wildcard", s);
+	c->public_on = true;
+}
+
 static void set_ports(void *ctx, const char *s)
 {
 	struct relay_cfg *c = ctx;
@@ -200,6 +225,9 @@ static void relay_defaults(struct relay_cfg *c)
 	strcpy(c->heartbeat_tag, "EnemyTerritory-1");
 	strcpy(c->flatline_tag, "ETFlatline-1");
 	c->heartbeat_interval_ms = RELAY_HEARTBEAT_INTERVAL_S * 1000LL;
+	c->listing_interval_ms = RELAY_LISTING_INTERVAL_S * 1000LL;
+	c->listing_delay_ms = RELAY_LISTING_DELAY_MS;
+	c->listing_timeout_ms = RELAY_LISTING_TIMEOUT_MS;
 	strcpy(c->state_dir, "/var/lib/rally-relay");
 	c->session_timeout_ms = RELAY_SESSION_TIMEOUT_MS;
 	c->probe_timeout_ms = RELAY_PROBE_TIMEOUT_MS;
@@ -232,6 +260,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("heartbeat-tag", set_hb_tag, c),
 		DAEMON_FN("flatline-tag", set_fl_tag, c),
 		DAEMON_NUM("heartbeat-interval", &c->heartbeat_interval_ms, 1, 86400, 1000),
+		DAEMON_NUM("listing-interval", &c->listing_interval_ms, 0, 86400, 1000),
+		DAEMON_FN("public-address", set_public, c),
 		DAEMON_NUM("query-budget", &c->query_budget, 0, 1000000, 1),
 		DAEMON_ADDR("control", &c->control),
 		DAEMON_STR_SET("token-file", c->token_file),
@@ -239,6 +269,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		/* tuning (tests) */
 		DAEMON_NUM("session-timeout", &c->session_timeout_ms, 1, 86400, 1000),
 		DAEMON_NUM("probe-timeout", &c->probe_timeout_ms, 10, 60000, 1),
+		DAEMON_NUM("listing-delay", &c->listing_delay_ms, 0, 3600000, 1),
+		DAEMON_NUM("listing-timeout", &c->listing_timeout_ms, 10, 60000, 1),
 		DAEMON_NUM("max-sessions", &c->max_sessions, 1, 65536, 1),
 		DAEMON_NUM("unconfirmed-timeout", &c->unconfirmed_timeout_ms, 1, 86400, 1000),
 		/* the tunnel */

@@ -2,7 +2,7 @@
  * The control API: sessions, bans, metrics, health, over HTTP with a bearer
  * token.
  *
- *   GET    /healthz            no token needed
+ *   GET    /healthz            no token needed; which masters list the server
  *   GET    /sessions           open sessions: real client, upstream port, ...
  *   GET    /bans
  *   PUT    /bans/{ip}          {"reason": "...", "duration": seconds}
@@ -219,6 +219,25 @@ static void get_status(struct relay_control *c, struct httpd_req *req)
 		relay_heartbeat_foreach(r->hb, add_master, masters);
 	json_object_object_add(hb, "masters", masters);
 	json_object_object_add(o, "heartbeat", hb);
+	json_object_object_add(o, "listing",
+			       relay_heartbeat_listing(r->hb) != NULL
+				       ? relay_listing_json(relay_heartbeat_listing(r->hb))
+				       : NULL);
+	httpd_reply_json(req, 200, o);
+	json_object_put(o);
+}
+
+/* Alive, and (with heartbeats) which masters list the server, since when,
+ * and why not (relay_listing.c). 200 either way: a process that runs is
+ * healthy; a missing listing is for alerts, not for restarts. */
+static void get_healthz(struct relay_control *c, struct httpd_req *req)
+{
+	struct relay_listing *l = relay_heartbeat_listing(c->r->hb);
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "status", json_object_new_string("ok"));
+	if (l != NULL)
+		json_object_object_add(o, "listing", relay_listing_json(l));
 	httpd_reply_json(req, 200, o);
 	json_object_put(o);
 }
@@ -394,7 +413,7 @@ static void on_request(struct httpd_req *req, void *arg)
 			method_not_allowed(req, "GET, HEAD");
 			return;
 		}
-		httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+		get_healthz(c, req);
 		return;
 	}
 	if (relay_page_handle(req))

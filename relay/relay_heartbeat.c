@@ -7,7 +7,8 @@
  * change). When both are done, send "heartbeat <tag>" - or the flatline tag
  * if the server never answered - to each master from the public socket, so
  * the master challenges the public address and lists it. The flatline also
- * goes out on a clean shutdown.
+ * goes out on a clean shutdown. Whether the masters did list it is
+ * relay_listing.c's question: this module owns that instance.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -67,6 +68,8 @@ struct relay_heartbeat {
 	bool shutting_down;
 	void (*shutdown_done)(void *);
 	void *shutdown_arg;
+
+	struct relay_listing *listing; /* NULL: --listing-interval 0 */
 };
 
 static void start_cycle(struct relay_heartbeat *hb);
@@ -141,6 +144,7 @@ static void finish_cycle(struct relay_heartbeat *hb)
 		}
 	}
 	send_all(hb, hb->alive ? c->heartbeat_tag : c->flatline_tag, job->out, job->ok);
+	relay_listing_heartbeat_sent(hb->listing, hb->alive);
 	free(job);
 }
 
@@ -284,8 +288,10 @@ void relay_heartbeat_probe_answer(struct relay_heartbeat *hb, const uint8_t *buf
 	off = Q3_OOB_PREFIX_LEN + args.consumed;
 	/* Only the answer to this cycle's challenge proves it alive. */
 	if (info_get((const char *)buf + off, n - off, "challenge", &val, &vlen) == 0 &&
-	    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0)
+	    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0) {
+		relay_listing_note_info(hb->listing, buf, n);
 		probe_finish(hb, true);
+	}
 }
 
 static void on_probe_reply(struct ev_io *io, uint32_t events, void *arg)
@@ -409,6 +415,8 @@ void relay_heartbeat_metrics(const struct relay_heartbeat *hb, struct strbuf *ou
 		"# HELP rally_relay_server_up 1 if the last probe of the server was answered.\n"
 		"# TYPE rally_relay_server_up gauge\nrally_relay_server_up %d\n",
 		hb->alive ? 1 : 0);
+	if (hb->listing != NULL)
+		relay_listing_metrics(hb->listing, out);
 }
 
 /* The index of the master last resolved to ip, or -1. */
@@ -439,6 +447,27 @@ void relay_heartbeat_note_query(struct relay_heartbeat *hb, const struct addr_ip
 
 	if (i >= 0)
 		hb->queries[i]++;
+}
+
+bool relay_heartbeat_master_addr(const struct relay_heartbeat *hb, size_t i, struct addr *out)
+{
+	if (i >= hb->r->cfg.nmasters || !hb->cached[i])
+		return false;
+	*out = hb->cache[i];
+	return true;
+}
+
+void relay_heartbeat_kick(struct relay_heartbeat *hb)
+{
+	if (hb->shutting_down)
+		return;
+	log_debug("heartbeat-early reason=listing-lost");
+	start_cycle(hb);
+}
+
+struct relay_listing *relay_heartbeat_listing(const struct relay_heartbeat *hb)
+{
+	return hb != NULL ? hb->listing : NULL;
 }
 
 bool relay_heartbeat_server_up(const struct relay_heartbeat *hb, bool *up)
@@ -492,12 +521,18 @@ int relay_heartbeat_new(struct relay *r)
 		if (hb->io == NULL)
 			goto fail;
 	}
+	if (r->cfg.listing_interval_ms > 0) {
+		hb->listing = relay_listing_new(r, hb);
+		if (hb->listing == NULL)
+			goto fail;
+	}
 	r->hb = hb;
 	/* The first cycle runs at once, so the server is listed quickly. */
 	start_cycle(hb);
 	return 0;
 fail:
 	e = errno;
+	ev_io_del(hb->io, false);
 	if (hb->fd >= 0)
 		close(hb->fd);
 	free(hb);
@@ -513,6 +548,7 @@ void relay_heartbeat_free(struct relay_heartbeat *hb)
 	ev_timer_stop(hb->r->loop, &hb->shutdown_timer);
 	if (hb->job != NULL)
 		hb->job->hb = NULL;
+	relay_listing_free(hb->listing);
 	ev_io_del(hb->io, true);
 	free(hb);
 }
