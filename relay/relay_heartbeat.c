@@ -461,7 +461,7 @@ void relay_heartbeat_kick(struct relay_heartbeat *hb)
 {
 	if (hb->shutting_down)
 		return;
-	log_debug("heartbeat-early reason=listing-lost");
+	log_debug("heartbeat-early reason=not-listed");
 	start_cycle(hb);
 }
 
