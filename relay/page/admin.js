@@ -438,6 +438,12 @@
     $('drops-window').textContent = windowText();
   }
 
+  /* The listing check's row for a master (GET /status "listing"). */
+  function listingOf(name) {
+    const ms = status && status.listing && Array.isArray(status.listing.masters) ? status.listing.masters : [];
+    return ms.find((x) => x && str(x.master) === name) || null;
+  }
+
   function drawMasters() {
     const list = status && status.heartbeat && Array.isArray(status.heartbeat.masters) ? status.heartbeat.masters : [];
     const now = serverNow();
@@ -459,6 +465,15 @@
       cell(tr, 'Flatlines', num(m.flatlines), 'num');
       cell(tr, 'Errors', num(m.resolve_errors) + num(m.send_errors), 'num');
       cell(tr, "Master's queries", num(m.queries), 'num queries');
+      const l = listingOf(name);
+      let listed = 'not checked yet', lcls = 'listed';
+      if (l && l.listed === true) {
+        listed = 'yes' + (l.weak ? ' (port only)' : '') + ' · ' + dur(now - num(l.since));
+      } else if (l && l.listed === false) {
+        listed = 'no · ' + str(l.outcome) + ' · ' + dur(now - num(l.since));
+        lcls += ' bad';
+      }
+      cell(tr, 'Listed', listed, lcls);
       cell(tr, 'In window', sumIncrements(ks), 'num window');
       cell(tr, 'History', spark(countPoints(ks), true, 'heartbeats to ' + name), 'chart');
       frag.appendChild(tr);
