@@ -197,6 +197,7 @@ def scenario(env):
     relay2.wait_line(r"listing-regained master=%s match=public_address seen-as=127\.0\.0\.9:%d " %
                      (name2, relay2.addr[1]), 15)
     env.daemons_alive(relay, relay2, oa)
+    check(relay.stop() == 0 and relay2.stop() == 0, "relay exit status")
 
 
 run(scenario)

@@ -100,6 +100,7 @@ def scenario(env):
     check(r["listed"] is True and r["weak"] is True and r["rule"] == "local_address" and
           r["match"] == "port_only" and r["seen_as"] == "%s:%d" % (wan, port), "healthz: %r" % r)
     env.daemons_alive(r3)
+    check(r3.stop() == 0, "relay exit")
 
 
 run(scenario)
