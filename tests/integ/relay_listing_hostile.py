@@ -15,7 +15,8 @@ server's own infoResponse); the master is a script here, answering each
   incomplete;
 - a whole answer without the relay (another server on its port): not_listed,
   that server named as a candidate;
-- then the right answer again: regained.
+- then the right answer again, 501 servers in three datagrams, the one with
+  the EOT mark sent first: reassembled, regained.
 The loss and the regain are logged once each. A second relay with
 --public-address 127.0.0.9 is listed only under that address: its bind
 address in the list is a candidate, not a listing."""
@@ -75,6 +76,15 @@ class ScriptedMaster(UdpPeer):
             for s in self.spoofers:
                 for _ in range(300):
                     s.sendto(HDR + self.ours() + EOT, src)
+        elif mode == "big":
+            # 501 servers in three datagrams of at most 1,400 bytes, ours
+            # in the first; the last (with the mark) overtakes the others.
+            es = [entry("10.1.%d.%d" % (i >> 8, i & 255), 27960) for i in range(500)]
+            es.insert(100, self.ours())
+            d = [HDR + b"".join(es[0:196]), HDR + b"".join(es[196:392]),
+                 HDR + b"".join(es[392:]) + EOT]
+            for dg in (d[2], d[1], d[0]):
+                send(dg, src)
         elif mode == "endless":
             threading.Thread(target=self.endless, args=(src,), daemon=True).start()
         # "silent": nothing.
@@ -172,14 +182,16 @@ def scenario(env):
     check(row["servers"] == 2, "servers: %r" % row)
     check(row["last_error"] == "not_listed", "last error: %r" % row)
 
-    # One loss line for all of that, then the right answer: regained.
+    # One loss line for all of that, then the right answer: regained. It
+    # comes in three datagrams, the one with the mark first.
     start = len(relay.output())
-    m.mode = "good"
+    m.mode = "big"
     relay.wait_line(r"listing-regained master=%s match=bind_address seen-as=%s after=\d+s$" %
                     (name, front), 15, start=start)
     check(len(relay.grep(r"listing-(lost|missing) master=")) == 1, "loss lines: %r" % relay.grep("listing-"))
     row, _ = healthz_row(relay, name)
     check(row["listed"] is True and row["last_error"] == "not_listed", "row: %r" % row)
+    check(row["servers"] == 501, "servers in the reassembled answer: %r" % row)
 
     # --public-address: only that address is ours.
     m2 = ScriptedMaster(env, front=0, listed_ip="127.0.0.1")
