@@ -110,6 +110,41 @@ def first_token(data):
     return parts[0].decode("latin-1") if parts else ""
 
 
+def chromium(env, performance_log=False):
+    """Debian's chromium, headless, driven by python3-selenium through
+    chromium-driver: a fresh profile in the scenario's dir, 1920x1080, the
+    flags that keep it off the network (background networking, component
+    updates, sync), its console log kept (and the performance log, which
+    lists every request, with performance_log). Quit at cleanup."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        raise Failure("python3-selenium is missing: apt-get install python3-selenium "
+                      "chromium chromium-driver (tools/dev.sh installs them)")
+    for p in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        if not os.path.exists(p):
+            raise Failure("%s is missing: apt-get install chromium chromium-driver" % p)
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=env.dir)
+    env.cleanups.append(lambda: shutil.rmtree(profile, ignore_errors=True))
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", "--user-data-dir=" + profile, "--window-size=1920,1080"):
+        opts.add_argument(a)
+    logs = {"browser": "ALL"}
+    if performance_log:
+        logs["performance"] = "ALL"
+    opts.set_capability("goog:loggingPrefs", logs)
+    drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver",
+                                           log_path=os.path.join(env.dir, "chromedriver.log")),
+                           options=opts)
+    env.cleanups.append(drv.quit)
+    drv.set_page_load_timeout(20)
+    return drv
+
+
 class Proc:
     """A child process whose stderr (and stdout) lines are collected."""
 
