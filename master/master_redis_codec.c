@@ -16,7 +16,6 @@
 
 #include "addr.h"
 #include "jsonp.h"
-#include "master.h"
 #include "master_redis.h"
 #include "num.h"
 #include "strbuf.h"
