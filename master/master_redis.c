@@ -54,6 +54,7 @@
 /* Remote relay allocations remembered (the oldest makes room). */
 #define RELAYS_MAX    (8192)
 #define WATCHDOG_MS   (250)
+#define KEEPALIVE_MS  (5000)
 #define REFUSE_LOG_MS (60000)
 #define PASSWORD_MAX  (512)
 /* Metrics slots past the registry kinds. */
@@ -298,6 +299,8 @@ static bool room(struct master_redis *r, size_t n)
 
 /* ---- reading back ---- */
 
+static void reg_deleted(void *arg, enum master_reg_kind kind, const uint8_t *key, long long wall);
+
 static void merge_reg(struct master_redis *r, int kind, const char *hex, const redisReply *reply)
 {
 	const struct master_reg_kind_ops *ops = master_registry_ops(r->m->reg, kind);
@@ -329,6 +332,16 @@ static void merge_reg(struct master_redis *r, int kind, const char *hex, const r
 		       : strcmp(why, "json") == 0 ? R_JSON
 						  : R_ENVELOPE,
 		       ops->name, hex);
+		return;
+	}
+	if (strcmp(env.node, r->node) == 0) {
+		/* Written by us. Held: ours is the truth. Not held: we deleted it
+		 * while Redis was out of reach (or it expired here first); it
+		 * must not come back as a remote entry. */
+		json_object_put(root);
+		if (master_redis_hex_decode(hex, want, ops->key_len) == 0 &&
+		    master_registry_get(r->m->reg, kind, want) == NULL)
+			reg_deleted(r, (enum master_reg_kind)kind, want, wall_ms());
 		return;
 	}
 	if (env.seen_ms > wall_ms() + MASTER_REDIS_FUTURE_MS) {
@@ -928,6 +941,10 @@ static void on_watchdog(struct ev_timer *t, void *arg)
 	long long now = ev_now(r->m->loop), since;
 
 	since = r->last_reply_ms > r->busy_since_ms ? r->last_reply_ms : r->busy_since_ms;
+	/* Quiet for a while: a PING finds a server that went away without
+	 * closing the connection. */
+	if (r->inflight == 0 && r->st == ST_UP && now - r->last_reply_ms > KEEPALIVE_MS)
+		send_cmd(r, on_write, NULL, "PING");
 	if (r->inflight > 0 && now - since > r->cfg.timeout_ms) {
 		char why[96];
 

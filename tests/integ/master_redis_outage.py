@@ -10,7 +10,9 @@ state again and converge - every lobby and the Q3 server on both, no lobby
 lost. Then Redis answers slowly (DEBUG SLEEP 3): while it sleeps, HTTP and
 UDP answers of both masters come back (they never wait on Redis), and a
 lobby announced during the sleep reaches the other master once Redis is
-awake."""
+awake. Last, Redis is frozen (SIGSTOP, its data kept): a lobby that leaves
+through a master that gave up on Redis is dropped by the other master once
+Redis is back (its own stale key found and deleted by the first sync)."""
 
 import json
 import os
@@ -138,6 +140,26 @@ def scenario(env):
              "B to list the lobby announced while Redis slept")
     for m in (a, b):
         wait_for(lambda: health(m) == "connected", 10, "%s to be connected again" % m.name)
+
+    # ---- Redis frozen (SIGSTOP, its data kept): a /leave while A cannot
+    # reach it is not lost; once back, A deletes its stale key ----
+    announce(a, "l5", "five")
+    wait_for(lambda: "five" in names(b), 3, "B to list the fifth lobby")
+    os.kill(rs.pid, signal.SIGSTOP)
+    try:
+        announce(a, "l6", "six")  # a command waiting: the watchdog fires
+        wait_for(lambda: health(a) == "disconnected", 5, "A to give up on the frozen Redis")
+        st, _, _ = http_raw("POST", a.url("/leave"), body=b'{"id": "l5"}',
+                            headers={"Content-Type": "application/json"})
+        check(st == 200, "leave -> %s" % st)
+        check("five" not in names(a), "A still lists the lobby that left")
+    finally:
+        os.kill(rs.pid, signal.SIGCONT)
+    wait_for(lambda: health(a) == "connected", 10, "A to reconnect")
+    wait_for(lambda: "five" not in names(b) and "six" in names(b), 5,
+             "B to drop the lobby that left while Redis was frozen, and list the sixth")
+    check(rs.cmd("EXISTS", "rally:reg:lobbies:" + __import__("hashlib").blake2b(
+        b"l5", digest_size=32).hexdigest()) == 0, "the stale key is still in Redis")
     env.daemons_alive(rs, a, b)
 
 
