@@ -179,42 +179,56 @@ static void put_relay(struct master *m, struct pyjson *j, const struct master_re
 	pyjson_obj_end(j);
 }
 
-/* --redis: a note of ours, to the other masters. */
+/* --redis: a note of ours as the other masters read it. */
+static void note_out(struct master *m, const struct note *nt, struct master_redis_note *n)
+{
+	size_t len = strcspn(nt->blob, "\n");
+
+	memset(n, 0, sizeof(*n));
+	n->t = nt->t;
+	/* A stored blob is at most KNOCK_BLOB_MAX characters (the post's
+	 * check), plus Python's one trailing newline, which Redis never gets. */
+	memcpy(n->blob, nt->blob, len < sizeof(n->blob) - 1 ? len : sizeof(n->blob) - 1);
+	n->has_relay = nt->has_relay;
+	if (nt->has_relay) {
+		snprintf(n->relay.ip, sizeof(n->relay.ip), "%s",
+			 nt->relay.ip[0] != '\0' ? nt->relay.ip : m->cfg.relay_ip);
+		n->relay.port = nt->relay.port;
+		memcpy(n->relay.id, nt->relay.id_hex, sizeof(n->relay.id));
+	}
+}
+
 static void publish_note(struct master *m, const char *tag, const struct note *nt)
 {
 	struct master_redis_note n;
 
-	memset(&n, 0, sizeof(n));
-	n.t = nt->t;
-	/* A stored blob is at most KNOCK_BLOB_MAX characters (the post's
-	 * check), plus Python's one trailing newline, which Redis never gets. */
-	memcpy(n.blob, nt->blob,
-	       strcspn(nt->blob, "\n") < sizeof(n.blob) - 1 ? strcspn(nt->blob, "\n")
-							    : sizeof(n.blob) - 1);
-	n.has_relay = nt->has_relay;
-	if (nt->has_relay) {
-		snprintf(n.relay.ip, sizeof(n.relay.ip), "%s",
-			 nt->relay.ip[0] != '\0' ? nt->relay.ip : m->cfg.relay_ip);
-		n.relay.port = nt->relay.port;
-		memcpy(n.relay.id, nt->relay.id_hex, sizeof(n.relay.id));
-	}
-	master_redis_knock_posted(m->redis, tag, &n);
+	note_out(m, nt, &n);
+	master_redis_knock_posted(m->redis, tag, &n, 1);
 }
 
+_Static_assert(KNOCK_PER_TAG <= MASTER_REDIS_KNOCK_BATCH, "a tag's notes in one RPUSH");
+
+/* Every tag's notes of ours in one write each (readers drop the copies
+ * Redis may still hold). */
 void master_knock_republish(struct master *m)
 {
+	struct master_redis_note out[KNOCK_PER_TAG];
 	struct master_knock *k = m->knock;
 	long long now = ev_now(m->loop);
 
 	expire_tags(k, now);
 	for (struct tag *t = htab_oldest(k->tags); t != NULL; t = htab_newer(k->tags, t)) {
+		size_t n = 0;
+
 		prune_tag(k, t, now);
 		for (unsigned i = 0; i < t->n; i++) {
 			const struct note *nt = &t->notes[(t->head + i) % KNOCK_PER_TAG];
 
 			if (!nt->remote)
-				publish_note(m, t->tag, nt);
+				note_out(m, nt, &out[n++]);
 		}
+		if (n > 0)
+			master_redis_knock_posted(m->redis, t->tag, out, n);
 	}
 }
 

@@ -47,7 +47,9 @@
 #include "strbuf.h"
 
 /* Commands waiting for an answer at most; past it publications drop. */
-#define MAX_INFLIGHT   (20000)
+/* Sized for a re-publish of everything at the caps (8,692 entries, 2,000
+ * knock tags, 4,096 relay ports: about 34,000 commands) with room. */
+#define MAX_INFLIGHT   (65536)
 #define BACKOFF_MIN_MS (100)
 #define BACKOFF_MAX_MS (5000)
 #define SCAN_COUNT     (500)
@@ -267,6 +269,22 @@ static bool send_cmd(struct master_redis *r, redisCallbackFn *fn, void *priv, co
 }
 
 static void republish_all(struct master_redis *r);
+static void on_write(redisAsyncContext *ac, void *reply, void *priv);
+
+/* send_cmd for an argument vector (binary-safe values). */
+static bool send_argv(struct master_redis *r, int argc, const char **argv, const size_t *lens)
+{
+	if (r->cmd.ac == NULL)
+		return false;
+	if (redisAsyncCommandArgv(r->cmd.ac, on_write, NULL, argc, argv, lens) != REDIS_OK) {
+		r->failed++;
+		return false;
+	}
+	if (r->inflight++ == 0)
+		r->busy_since_ms = ev_now(r->m->loop);
+	r->sent++;
+	return true;
+}
 
 /* A write's answer: counted, nothing else to do. */
 static void on_write(redisAsyncContext *ac, void *reply, void *priv)
@@ -711,27 +729,46 @@ static void reg_deleted(void *arg, enum master_reg_kind kind, const uint8_t *key
 }
 
 void master_redis_knock_posted(struct master_redis *r, const char *tag,
-			       const struct master_redis_note *note)
+			       const struct master_redis_note *notes, size_t n)
 {
-	struct master_redis_note n = *note;
-	struct strbuf b;
+	/* One RPUSH for all of them (a re-publish sends a tag's notes at once). */
+	struct strbuf vals[MASTER_REDIS_KNOCK_BATCH];
+	const char *argv[2 + MASTER_REDIS_KNOCK_BATCH];
+	size_t lens[2 + MASTER_REDIS_KNOCK_BATCH], argc = 2, used = 0;
+	char key[MASTER_REDIS_NAME_MAX + 8 + MASTER_REDIS_TAG_LEN + 1];
 
-	if (r == NULL || strlen(tag) != MASTER_REDIS_TAG_LEN || !room(r, 4))
+	if (r == NULL || n == 0 || n > MASTER_REDIS_KNOCK_BATCH ||
+	    strlen(tag) != MASTER_REDIS_TAG_LEN || !room(r, 4))
 		return;
-	snprintf(n.node, sizeof(n.node), "%s", r->node);
-	/* A blob may end in the newline Python's "$" lets through: not in
-	 * Redis (readers take base64 characters only). */
-	n.blob[strcspn(n.blob, "\n")] = '\0';
-	strbuf_init(&b, MASTER_REDIS_VALUE_MAX);
-	if (n.blob[0] != '\0' && master_redis_note_encode(&n, &b) == 0 &&
-	    send_cmd(r, on_write, NULL, "RPUSH %s:knock:%s %b", r->cfg.prefix, tag, b.p, b.len)) {
-		send_cmd(r, on_write, NULL, "LTRIM %s:knock:%s -16 -1", r->cfg.prefix, tag);
-		send_cmd(r, on_write, NULL, "PEXPIRE %s:knock:%s %lld", r->cfg.prefix, tag,
-			 r->m->cfg.knock_ttl_ms);
-		publish(r, "%s k %s", r->node, tag);
-		r->published[K_KNOCK]++;
+	snprintf(key, sizeof(key), "%s:knock:%s", r->cfg.prefix, tag);
+	argv[0] = "RPUSH";
+	lens[0] = 5;
+	argv[1] = key;
+	lens[1] = strlen(key);
+	for (size_t i = 0; i < n; i++) {
+		struct master_redis_note one = notes[i];
+
+		snprintf(one.node, sizeof(one.node), "%s", r->node);
+		/* A blob may end in the newline Python's "$" lets through: not
+		 * in Redis (readers take base64 characters only). */
+		one.blob[strcspn(one.blob, "\n")] = '\0';
+		strbuf_init(&vals[used], MASTER_REDIS_VALUE_MAX);
+		if (one.blob[0] == '\0' || master_redis_note_encode(&one, &vals[used]) < 0) {
+			strbuf_release(&vals[used]);
+			continue;
+		}
+		argv[argc] = vals[used].p;
+		lens[argc++] = vals[used].len;
+		used++;
 	}
-	strbuf_release(&b);
+	if (used > 0 && send_argv(r, (int)argc, argv, lens)) {
+		send_cmd(r, on_write, NULL, "LTRIM %s -16 -1", key);
+		send_cmd(r, on_write, NULL, "PEXPIRE %s %lld", key, r->m->cfg.knock_ttl_ms);
+		publish(r, "%s k %s", r->node, tag);
+		r->published[K_KNOCK] += used;
+	}
+	for (size_t i = 0; i < used; i++)
+		strbuf_release(&vals[i]);
 }
 
 void master_redis_relay_put(struct master_redis *r, const uint8_t key[32],

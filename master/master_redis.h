@@ -163,9 +163,11 @@ void master_redis_free(struct master_redis *r);
 bool master_redis_connected(const struct master_redis *r);
 void master_redis_metrics(const struct master_redis *r, struct strbuf *out);
 
-/* master_knock: a note of ours was stored under tag. NULL r is a no-op. */
+/* master_knock: notes of ours (1..MASTER_REDIS_KNOCK_BATCH) stored under
+ * tag, written with one RPUSH. NULL r is a no-op. */
+#define MASTER_REDIS_KNOCK_BATCH (16)
 void master_redis_knock_posted(struct master_redis *r, const char *tag,
-			       const struct master_redis_note *note);
+			       const struct master_redis_note *notes, size_t n);
 /* master_knock: an allocation another master made for (tag, nonce), with
  * its relay address; true when one is known. */
 bool master_redis_relay_find(struct master_redis *r, const uint8_t key[32],

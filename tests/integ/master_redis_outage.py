@@ -6,8 +6,9 @@ Both keep answering /list, /knock and getservers from what they hold,
 /healthz says disconnected, each logs redis-down once (not per request or
 per retry) and retries with backoff; a lobby announced meanwhile is served
 by its master. Redis comes back empty: both log redis-up, write their own
-state again and converge - every lobby and the Q3 server on both, no lobby
-lost. Then Redis answers slowly (DEBUG SLEEP 3): while it sleeps, HTTP and
+state again and converge - every lobby, the Q3 server and a knock on both,
+no lobby lost, nothing doubled - and a master started then gets it all
+from its first sync. Then Redis answers slowly (DEBUG SLEEP 3): while it sleeps, HTTP and
 UDP answers of both masters come back (they never wait on Redis), and a
 lobby announced during the sleep reaches the other master once Redis is
 awake. Last, Redis is frozen (SIGSTOP, its data kept): a lobby that leaves
@@ -37,6 +38,12 @@ def announce(m, lid, name):
                            body=json.dumps({"id": lid, "code": "C-" + lid, "name": name}).encode(),
                            headers={"Content-Type": "application/json"})
     check(st == 200, "announce -> %s %r" % (st, data))
+
+
+def knocks(m, tag):
+    st, data, _ = http_raw("GET", m.url("/knock?s=" + tag))
+    check(st == 200, "GET /knock -> %s" % st)
+    return json.loads(data)["knocks"]
 
 
 def health(m):
@@ -69,6 +76,12 @@ def scenario(env):
     for m in (a, b):
         wait_for(lambda: names(m) == ["one", "two"], 2, "%s to list both lobbies" % m.name)
         wait_for(lambda: q3_on(m), 3, "%s to list the Q3 server" % m.name)
+
+    tag = "0123456789abcdef01234567"
+    st, _, _ = http_raw("POST", a.url("/knock"), body=b'{"s": "%s", "blob": "AAAA"}' % tag.encode(),
+                        headers={"Content-Type": "application/json", "X-Real-IP": "10.1.1.1"})
+    check(st == 200, "knock -> %s" % st)
+    wait_for(lambda: len(knocks(b, tag)) == 1, 2, "B to get the knock posted to A")
 
     # ---- Redis killed ----
     rs.signal(signal.SIGKILL)
@@ -103,6 +116,15 @@ def scenario(env):
         check(m.metrics()["rally_master_redis_reconnects_total"] == 1, "reconnects")
     env.log("converged %.0f ms after redis-server restarted (backoff included)" %
             ((time.monotonic() - t0) * 1000))
+    # The knock went back into Redis once, and nobody holds it twice.
+    wait_for(lambda: rs.cmd("LLEN", "rally:knock:" + tag) == 1, 3, "the knock re-published")
+    check(len(knocks(a, tag)) == 1 and len(knocks(b, tag)) == 1, "the knock doubled")
+    # A master started now gets everything from its first sync.
+    c = Master(env, args=common + ["--redis-node", "c"],
+               state_dir=os.path.join(env.dir, "state-c"), name="master-c")
+    c.wait_line(r"redis-synced .*remote=4 ", 10)
+    check(names(c) == ["one", "three", "two"] and q3_on(c) and len(knocks(c, tag)) == 1,
+          "the late master holds %r" % names(c))
     keys = rs.cmd("KEYS", "rally:reg:*")
     check(len([k for k in keys if k.startswith(b"rally:reg:lobbies:")]) == 3 and
           len([k for k in keys if k.startswith(b"rally:reg:q3:")]) == 1,
@@ -160,7 +182,7 @@ def scenario(env):
              "B to drop the lobby that left while Redis was frozen, and list the sixth")
     check(rs.cmd("EXISTS", "rally:reg:lobbies:" + __import__("hashlib").blake2b(
         b"l5", digest_size=32).hexdigest()) == 0, "the stale key is still in Redis")
-    env.daemons_alive(rs, a, b)
+    env.daemons_alive(rs, a, b, c)
 
 
 run(scenario)
