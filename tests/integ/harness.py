@@ -1071,6 +1071,20 @@ class RedisServer(Proc):
             return resp_read(f)
 
 
+def redis_pipeline(server, cmds, db=0, timeout=10):
+    """Many commands on one connection to a RedisServer: their replies."""
+    with socket.create_connection((server.ip, server.port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        pre = []
+        if server.password:
+            pre.append(["AUTH", server.password])
+        if db:
+            pre.append(["SELECT", db])
+        s.sendall(b"".join(resp_encode(c) for c in pre + list(cmds)))
+        out = [resp_read(f) for _ in range(len(pre) + len(cmds))]
+        return out[len(pre):]
+
+
 class RedisError(str):
     pass
 

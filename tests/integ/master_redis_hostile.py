@@ -11,13 +11,15 @@ names of no known kind, malformed channel messages: each is refused and
 counted by reason, logged at most once a minute per reason, and none is
 listed or served. A well-formed value from another master is merged (a
 lobby named <script> is data like any other), and the master answers
-throughout."""
+throughout. The first sync reads 1,900 keys (many SCAN rounds) and merges
+the 400 good lobbies among them; 400 deletions announced at once take them
+off again."""
 
 import hashlib
 import json
 import time
 
-from harness import Master, RedisServer, check, http_raw, run, wait_for
+from harness import Master, RedisServer, check, http_raw, redis_pipeline, run, wait_for
 
 NOW_MS = lambda: int(time.time() * 1000)
 
@@ -43,10 +45,21 @@ def scenario(env):
     rs.cmd("SET", "rally:reg:lobbies:" + lobby_hex("pre-1"), "{not json", "PX", "60000")
     rs.cmd("SET", "rally:reg:lobbies:" + lobby_hex("pre-2"), env_value(lobby_entry("pre-2")),
            "PX", "60000")
+    # Enough keys for the first sync's SCAN to take many rounds: 1,500
+    # of no known kind and 400 good lobbies of another master.
+    redis_pipeline(rs, [["SET", "rally:reg:bogus:%04x" % i, "x"] for i in range(1500)] +
+                   [["SET", "rally:reg:lobbies:" + lobby_hex("many-%d" % i),
+                     env_value(lobby_entry("many-%d" % i, name="many %03d" % i)), "PX", "60000"]
+                    for i in range(400)])
     m = Master(env, args=["--redis", rs.url(), "--redis-node", "victim"])
-    m.wait_line(r"redis-synced ", 10)
-    check(m.metrics()['rally_master_redis_refused_total{reason="key_name"}'] >= 2,
+    m.wait_line(r"redis-synced .*remote=401 ", 10)
+    check(m.metrics()['rally_master_redis_refused_total{reason="key_name"}'] >= 1502,
           "key names of no kind were not refused")
+    check(m.metrics()['rally_master_redis_merged_total{kind="lobbies"}'] == 401, "merged")
+    redis_pipeline(rs, [["DEL", "rally:reg:lobbies:" + lobby_hex("many-%d" % i)]
+                        for i in range(400)] +
+                   [["PUBLISH", "rally:events", "evil d lobbies %s %d" % (
+                       lobby_hex("many-%d" % i), NOW_MS())] for i in range(400)])
     wait_for(lambda: m.metrics()['rally_master_redis_refused_total{reason="json"}'] >= 1, 2,
              "the pre-existing non-JSON value to be refused")
 
@@ -54,8 +67,8 @@ def scenario(env):
         st, data, _ = http_raw("GET", m.url("/list"))
         check(st == 200, "GET /list -> %s" % st)
         return sorted(s["name"] for s in json.loads(data)["servers"])
-    # The good one already there is merged.
-    check(names() == ["hostile"], "after the first sync: %r" % names())
+    # The good one already there is merged; the 400 are gone by their "d".
+    wait_for(lambda: names() == ["hostile"], 3, "the 400 lobbies deleted elsewhere to go")
 
     def put(key, value, reason, note=None):
         """Writes value under key, announces it, waits for its refusal."""
