@@ -66,7 +66,8 @@ static const char usage[] =
 	"    --redis-user NAME         Redis ACL user (or USER@ in the URL)\n"
 	"    --redis-prefix P          key and channel prefix (default rally)\n"
 	"    --redis-timeout MS        connect and command timeout (default 2000)\n"
-	"    --redis-node NAME         this master's name in Redis (default random)\n"
+	"    --redis-node NAME         this master's name in Redis (default random;\n"
+	"                              unique per master)\n"
 	"\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log every request and datagram\n"
@@ -336,6 +337,8 @@ int main(int argc, char **argv)
 	/* A corrupt snapshot is moved aside and reported; we start empty. */
 	master_registry_load(m->reg, app.snapshot);
 	if (d->check) {
+		if (app.redis.on && master_redis_check_config(&app.redis) < 0)
+			goto out;
 		log_bare("config-ok lobbies=%zu q3=%zu fugitive=%zu",
 			 master_registry_count(m->reg, MASTER_REG_LOBBY),
 			 master_registry_count(m->reg, MASTER_REG_Q3),

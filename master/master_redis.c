@@ -1109,6 +1109,23 @@ static int read_password(struct master_redis *r)
 	return 0;
 }
 
+int master_redis_check_config(const struct master_redis_cfg *cfg)
+{
+	struct master_redis *r;
+	int rc = 0;
+
+	if (cfg->password_file[0] == '\0')
+		return 0;
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return -ENOMEM;
+	r->cfg = *cfg;
+	rc = read_password(r);
+	sodium_memzero(r->password, sizeof(r->password));
+	free(r);
+	return rc;
+}
+
 int master_redis_new(struct master *m, const struct master_redis_cfg *cfg)
 {
 	struct master_redis *r = calloc(1, sizeof(*r));

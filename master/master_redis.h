@@ -159,6 +159,9 @@ struct master_redis_cfg {
  * Reads the password file now. m->redis is set. */
 int master_redis_new(struct master *m, const struct master_redis_cfg *cfg);
 void master_redis_free(struct master_redis *r);
+/* --check-config: the password file is readable and well-formed (it
+ * says why otherwise); nothing connects. 0 or -errno. */
+int master_redis_check_config(const struct master_redis_cfg *cfg);
 /* Both connections up (for /healthz). */
 bool master_redis_connected(const struct master_redis *r);
 void master_redis_metrics(const struct master_redis *r, struct strbuf *out);

@@ -1035,7 +1035,8 @@ class RedisServer(Proc):
         lines = ["bind %s" % self.ip, "port %d" % self.port, "dir %s" % self.dir,
                  'save ""', "appendonly no", "daemonize no", "protected-mode yes",
                  "databases 4", "enable-debug-command local", "loglevel notice",
-                 'logfile ""']
+                 'logfile ""', "unixsocket %s/redis.sock" % self.dir, "unixsocketperm 700"]
+        self.sock = "%s/redis.sock" % self.dir
         if password:
             lines.append("requirepass %s" % password)
         lines += list(users)
