@@ -864,6 +864,11 @@ static void on_setup(redisAsyncContext *ac, void *reply_, void *priv)
 		note_reply(c->r, reply);
 	if (reply == NULL)
 		return; /* the disconnect callback says why */
+	if (reply->type == REDIS_REPLY_ERROR && what == what_setname) {
+		/* Only a name in CLIENT LIST: an ACL may leave it out. */
+		log_debug("redis-setname-refused error=\"%.*s\"", (int)reply->len, reply->str);
+		return;
+	}
 	if (reply->type == REDIS_REPLY_ERROR) {
 		snprintf(why, sizeof(why), "%s: %.*s", what, (int)reply->len, reply->str);
 		fail(c->r, why);
