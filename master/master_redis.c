@@ -639,6 +639,11 @@ static void on_message(struct master_redis *r, const char *buf, size_t len)
 	}
 	if (strcmp(msg.node, r->node) == 0 || !r->cmd.ready)
 		return;
+	/* A flood of notifications must not queue reads without bound. */
+	if (r->inflight >= MAX_INFLIGHT) {
+		r->dropped++;
+		return;
+	}
 	if (msg.op == MASTER_REDIS_OP_SET || msg.op == MASTER_REDIS_OP_DEL) {
 		kind = master_registry_kind_by_name(r->m->reg, msg.kind);
 		ops = kind >= 0 ? master_registry_ops(r->m->reg, kind) : NULL;
