@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import time
+from http.client import HTTPConnection
 
 from harness import (FakeQ3Server, Master, PongServer, RedisServer, check, http_raw,
                      private_loopback, q3_getservers, run, wait_for)
@@ -194,6 +195,22 @@ def scenario(env):
     check(mo["rally_master_redis_connected"] == 1 and
           sum(v for k, v in mo.items() if k.startswith("rally_master_redis_merged_total")) == 0,
           "the other prefix merged something")
+
+    # 400 lobbies at once on A (one keep-alive connection): B lists them all.
+    c = HTTPConnection(*a.http_addr, timeout=10)
+    t0 = time.monotonic()
+    for i in range(400):
+        c.request("POST", "/announce", body=json.dumps({"id": "bulk-%d" % i, "code": "B%d" % i,
+                                                         "name": "bulk %03d" % i}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read()
+        check(r.status == 200, "bulk announce %d -> %s" % (i, r.status))
+    t1 = time.monotonic()
+    wait_for(lambda: len(lobbies(b)) == 401, 10, "B to list the 400 lobbies", interval=0.01)
+    env.log("400 announces on A in %.0f ms; all listed by B %.0f ms after the last" %
+            ((t1 - t0) * 1000, (time.monotonic() - t1) * 1000))
+    c.close()
 
     ma, mb = a.metrics(), b.metrics()
     for k in ("lobbies", "q3", "fugitive", "knock", "relay"):
