@@ -17,6 +17,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "master.h"
+#include "master_redis.h"
 #include "statefile.h"
 
 static const char usage[] =
@@ -55,6 +56,19 @@ static const char usage[] =
 	"    --q3-game SPEC            declare a Quake 3 engine game:\n"
 	"                              NAME:heartbeat=TAG[,flatline=TAG][,protocols=N/N]\n"
 	"                              [,options=send-empty-servers/send-full-servers]\n"
+	"\n"
+	"SHARED REGISTRY (several masters behind one name; off by default)\n"
+	"    --redis URL               share lobbies, Q3 and Fugitive servers, knocks and\n"
+	"                              relay allocations through Redis:\n"
+	"                              redis://[USER@]HOST[:PORT][/DB], HOST:PORT or\n"
+	"                              unix:/PATH (no password in the URL)\n"
+	"    --redis-password-file F   Redis password (first line of F)\n"
+	"    --redis-user NAME         Redis ACL user (or USER@ in the URL)\n"
+	"    --redis-prefix P          key and channel prefix (default rally)\n"
+	"    --redis-timeout MS        connect and command timeout (default 2000)\n"
+	"    --redis-node NAME         this master's name in Redis (default random;\n"
+	"                              unique per master)\n"
+	"\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log every request and datagram\n"
 	"    --check-config            check the flags and the snapshot, then exit\n"
@@ -139,6 +153,33 @@ static void set_state_dir(void *ctx, const char *s)
 	snprintf(c->state_dir, sizeof(c->state_dir), "%s", s);
 }
 
+static void set_redis(void *ctx, const char *s)
+{
+	struct master_redis_cfg *rc = ctx;
+	char err[160];
+
+	if (master_redis_url_parse(s, &rc->url, err, sizeof(err)) < 0)
+		daemon_die_usage("--redis %s: %s", s, err);
+	rc->on = true;
+}
+
+static void set_redis_name(char *dst, const char *s, const char *what)
+{
+	if (!master_redis_name_ok(s, strlen(s)))
+		daemon_die_usage("--%s %s: 1-32 of A-Za-z0-9_.-", what, s);
+	snprintf(dst, MASTER_REDIS_NAME_MAX + 1, "%s", s);
+}
+
+static void set_redis_prefix(void *ctx, const char *s)
+{
+	set_redis_name(((struct master_redis_cfg *)ctx)->prefix, s, "redis-prefix");
+}
+
+static void set_redis_node(void *ctx, const char *s)
+{
+	set_redis_name(((struct master_redis_cfg *)ctx)->node, s, "redis-node");
+}
+
 static void add_q3_game(void *ctx, const char *s)
 {
 	struct master_cfg *c = ctx;
@@ -168,8 +209,10 @@ static void master_defaults(struct master_cfg *c)
 	c->snapshot_ms = 10000;
 }
 
-static void parse_args(struct daemon *d, int argc, char **argv, struct master_cfg *c)
+static void parse_args(struct daemon *d, int argc, char **argv, struct master_cfg *c,
+		       struct master_redis_cfg *rc)
 {
+	char redis_user[sizeof(rc->url.user)] = "";
 	struct daemon_flag flags[] = {
 		DAEMON_FN("http", add_http, c),
 		DAEMON_ADDR("udp", &c->udp),
@@ -180,6 +223,12 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 		DAEMON_NUM("stale", &c->stale_ms, 1, 86400, 1000),
 		DAEMON_FN("trusted-proxy", add_trusted, c),
 		DAEMON_FN("q3-game", add_q3_game, c),
+		DAEMON_FN("redis", set_redis, rc),
+		DAEMON_STR_SET("redis-password-file", rc->password_file),
+		DAEMON_STR_SET("redis-user", redis_user),
+		DAEMON_FN("redis-prefix", set_redis_prefix, rc),
+		DAEMON_NUM("redis-timeout", &rc->timeout_ms, 50, 600000, 1),
+		DAEMON_FN("redis-node", set_redis_node, rc),
 		/* tuning (tests) */
 		DAEMON_NUM("lobby-ttl", &c->lobby_ttl_ms, 1, 86400000, 1),
 		DAEMON_NUM("knock-ttl", &c->knock_ttl_ms, 1, 86400000, 1),
@@ -195,11 +244,30 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 	int pos;
 
 	master_defaults(c);
+	memset(rc, 0, sizeof(*rc));
+	snprintf(rc->prefix, sizeof(rc->prefix), "rally");
+	rc->timeout_ms = 2000;
 	pos = daemon_parse(d, argc, argv, flags, n);
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	if (c->nhttp == 0)
 		add_http(c, "127.0.0.1:8471");
+	if (!rc->on && (daemon_flag_seen(flags, n, "redis-password-file") ||
+			daemon_flag_seen(flags, n, "redis-user") ||
+			daemon_flag_seen(flags, n, "redis-prefix") ||
+			daemon_flag_seen(flags, n, "redis-timeout") ||
+			daemon_flag_seen(flags, n, "redis-node")))
+		daemon_die_usage("the --redis-* flags need --redis");
+	if (redis_user[0] != '\0') {
+		if (!master_redis_name_ok(redis_user, strlen(redis_user)))
+			daemon_die_usage("--redis-user %s: 1-32 of A-Za-z0-9_.-", redis_user);
+		if (rc->url.user[0] != '\0' && strcmp(rc->url.user, redis_user) != 0)
+			daemon_die_usage("--redis-user %s: the URL names user %s", redis_user,
+					 rc->url.user);
+		snprintf(rc->url.user, sizeof(rc->url.user), "%s", redis_user);
+	}
+	if (rc->url.user[0] != '\0' && rc->password_file[0] == '\0')
+		daemon_die_usage("a Redis user needs --redis-password-file");
 	if (!daemon_flag_seen(flags, n, "trusted-proxy")) {
 		add_trusted(c, "127.0.0.1");
 		add_trusted(c, "::1");
@@ -211,6 +279,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 struct app {
 	struct daemon d;
 	struct master m;
+	struct master_redis_cfg redis;
 	char snapshot[sizeof(((struct master_cfg *)0)->state_dir) + 16];
 	struct ev_timer drain;
 };
@@ -240,7 +309,7 @@ int main(int argc, char **argv)
 	int r, ret = DAEMON_EXIT_FAIL;
 
 	daemon_init(d, "rally-master", usage);
-	parse_args(d, argc, argv, &m->cfg);
+	parse_args(d, argc, argv, &m->cfg, &app.redis);
 	daemon_start(d);
 	m->loop = d->loop;
 	daemon_set_handlers(d, on_stop, NULL, &app);
@@ -268,6 +337,8 @@ int main(int argc, char **argv)
 	/* A corrupt snapshot is moved aside and reported; we start empty. */
 	master_registry_load(m->reg, app.snapshot);
 	if (d->check) {
+		if (app.redis.on && master_redis_check_config(&app.redis) < 0)
+			goto out;
 		log_bare("config-ok lobbies=%zu q3=%zu fugitive=%zu",
 			 master_registry_count(m->reg, MASTER_REG_LOBBY),
 			 master_registry_count(m->reg, MASTER_REG_Q3),
@@ -277,6 +348,9 @@ int main(int argc, char **argv)
 	}
 	if ((r = master_http_new(m)) < 0)
 		goto out; /* it said which listener */
+	/* After the snapshot: what it restored is published once connected. */
+	if (app.redis.on && (r = master_redis_new(m, &app.redis)) < 0)
+		goto fail;
 	/* The ready line names the first listener; the others say so here. */
 	for (size_t i = 1; master_http_addr(m->http, i) != NULL; i++)
 		log_info("http-listening http=%s",
@@ -317,6 +391,7 @@ out:
 	master_q3_free(m->q3);
 	master_relayport_free(m->relay);
 	master_knock_free(m->knock);
+	master_redis_free(m->redis);
 	master_registry_free(m->reg);
 	daemon_free(d);
 	return ret;

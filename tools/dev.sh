@@ -20,7 +20,8 @@ mode=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
-	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libnatpmp-dev libwslay-dev libpq-dev zlib1g-dev)
+	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libnatpmp-dev libwslay-dev libpq-dev zlib1g-dev
+	libhiredis-dev)
 run_pkgs=(openarena-server qstat curl python3 iproute2)
 # The network lab (tests/lab): nftables NATs, stund as the STUN server,
 # miniupnpd with its nftables backend as the UPnP router. git lists the
@@ -29,10 +30,12 @@ run_pkgs=(openarena-server qstat curl python3 iproute2)
 # packaged cluster), a coa Host Manager peer on websockets + PyNaCl, and
 # nginx terminating TLS in front of the tunnel (a scratch prefix, never the
 # packaged service); the master's page is tested in headless chromium
-# through selenium; promtool (prometheus) checks tools/monitoring.
+# through selenium; promtool (prometheus) checks tools/monitoring; the masters'
+# shared registry (--redis) is tested against a redis-server the test starts in
+# a scratch directory (never the packaged service).
 test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
 	miniupnpd miniupnpd-nftables git postgresql python3-websockets python3-nacl nginx
-	chromium chromium-driver python3-selenium prometheus)
+	chromium chromium-driver python3-selenium prometheus redis-server)
 
 say() { printf '\n== %s\n' "$*"; }
 die() {

@@ -1045,3 +1045,113 @@ def mesh_stats(lobby):
         if m:
             return {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
     return None
+
+
+# ---- Redis (master_redis_*.py: the masters' shared registry) ----
+
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+class RedisServer(Proc):
+    """A real redis-server (Debian's) of the test's own: a scratch directory
+    and config, no persistence (a restart starts empty, as a lost server
+    does), on a private loopback address with the fixed port 6379 (Redis
+    has no port 0: on its own address the port cannot collide with another
+    test's, and none is probed). password sets requirepass; users adds ACL
+    lines. restart() runs it again with the same config."""
+
+    def __init__(self, env, password=None, users=(), name="redis"):
+        self.ip = private_loopback()
+        self.port = 6379
+        self.password = password
+        self.dir = os.path.join(env.dir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.conf = os.path.join(self.dir, "redis.conf")
+        lines = ["bind %s" % self.ip, "port %d" % self.port, "dir %s" % self.dir,
+                 'save ""', "appendonly no", "daemonize no", "protected-mode yes",
+                 "databases 4", "enable-debug-command local", "loglevel notice",
+                 'logfile ""', "unixsocket %s/redis.sock" % self.dir, "unixsocketperm 700"]
+        self.sock = "%s/redis.sock" % self.dir
+        if password:
+            lines.append("requirepass %s" % password)
+        lines += list(users)
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.name_ = name
+        self._start(env)
+
+    def _start(self, env):
+        super().__init__(env, self.name_, [REDIS_SERVER, self.conf])
+        self.wait_line(r"Ready to accept connections", 10)
+
+    def restart(self, env):
+        self._start(env)
+        return self
+
+    def url(self):
+        return "%s:%d" % (self.ip, self.port)
+
+    def cmd(self, *args, db=0, timeout=5):
+        """One command on a fresh connection (authenticated as the default
+        user when the server has a password, database db): the decoded
+        reply; a Redis error comes back as a RedisError instance."""
+        with socket.create_connection((self.ip, self.port), timeout=timeout) as s:
+            f = s.makefile("rb")
+            if self.password:
+                s.sendall(resp_encode(["AUTH", self.password]))
+                check(resp_read(f) == "OK", "AUTH refused")
+            if db:
+                s.sendall(resp_encode(["SELECT", db]))
+                check(resp_read(f) == "OK", "SELECT refused")
+            s.sendall(resp_encode(list(args)))
+            return resp_read(f)
+
+
+def redis_pipeline(server, cmds, db=0, timeout=10):
+    """Many commands on one connection to a RedisServer: their replies."""
+    with socket.create_connection((server.ip, server.port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        pre = []
+        if server.password:
+            pre.append(["AUTH", server.password])
+        if db:
+            pre.append(["SELECT", db])
+        s.sendall(b"".join(resp_encode(c) for c in pre + list(cmds)))
+        out = [resp_read(f) for _ in range(len(pre) + len(cmds))]
+        return out[len(pre):]
+
+
+class RedisError(str):
+    pass
+
+
+def resp_encode(args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def resp_read(f):
+    """One RESP2 reply from a file: str for simple strings, bytes for bulk
+    strings, int, list, None, RedisError."""
+    line = f.readline()
+    check(line.endswith(b"\r\n"), "short Redis reply %r" % line)
+    t, rest = line[:1], line[1:-2]
+    if t == b"+":
+        return rest.decode()
+    if t == b"-":
+        return RedisError(rest.decode())
+    if t == b":":
+        return int(rest)
+    if t == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2]
+    if t == b"*":
+        n = int(rest)
+        return None if n < 0 else [resp_read(f) for _ in range(n)]
+    raise Failure("unexpected Redis reply %r" % line)
