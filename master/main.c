@@ -20,26 +20,23 @@
 #include "statefile.h"
 
 static const char usage[] =
-	"NAME\n"
-	"    rally-master - game list and rendezvous server\n"
+	"Usage: rally-master [OPTION]...\n"
+	"Game list and rendezvous server.\n"
 	"\n"
-	"SYNOPSIS\n"
-	"    rally-master [options]\n"
+	"One registry behind three front doors: the netpunch master HTTP API\n"
+	"(GET /list, POST /announce, POST /leave, GET /health, POST /knock and\n"
+	"GET /knock for rendezvous notes, and UDP relay ports for lobbies that\n"
+	"cannot punch through, with --relay-ip); the Quake 3 / Enemy Territory\n"
+	"master protocol on UDP (heartbeat, getinfo challenge, infoResponse,\n"
+	"getservers, getserversExt), as dpmaster implements it; and the\n"
+	"Fugitive3D server repository (GET/POST/PUT/DELETE /servers and\n"
+	"GET /reflection/ip, with a UDP ping-back on registration).\n"
 	"\n"
-	"DESCRIPTION\n"
-	"    One registry behind three front doors:\n"
-	"    - the netpunch master HTTP API: GET /list, POST /announce, POST /leave,\n"
-	"      GET /health, POST /knock and GET /knock (rendezvous notes), and UDP\n"
-	"      relay ports for lobbies that cannot punch through (with --relay-ip);\n"
-	"    - the Quake 3 / Enemy Territory master protocol on UDP (heartbeat,\n"
-	"      getinfo challenge, infoResponse, getservers, getserversExt), as\n"
-	"      dpmaster implements it;\n"
-	"    - the Fugitive3D server repository: GET/POST/PUT/DELETE /servers and\n"
-	"      GET /reflection/ip, with a UDP ping-back on registration.\n"
-	"    The registry is saved to the state directory every 10 s and at exit,\n"
-	"    and restored at start.\n"
+	"The registry is saved to the state directory every 10 s and at exit,\n"
+	"and restored at start. GET /metrics (Prometheus) and GET /healthz are\n"
+	"served on the HTTP side too.\n"
 	"\n"
-	"OPTIONS\n"
+	"Options:\n"
 	"    --http ADDR:PORT          HTTP listener (default 127.0.0.1:8471); repeat\n"
 	"                              it for more (0.0.0.0:8471 and [::]:8471)\n"
 	"    --udp ADDR:PORT           Quake 3 master (default 0.0.0.0:27950)\n"
@@ -52,23 +49,59 @@ static const char usage[] =
 	"                              dropped (default 30)\n"
 	"    --trusted-proxy IP        believe X-Forwarded-For / X-Real-IP from this\n"
 	"                              peer; repeatable (default 127.0.0.1 and ::1)\n"
-	"    --q3-game SPEC            declare a Quake 3 engine game:\n"
-	"                              NAME:heartbeat=TAG[,flatline=TAG][,protocols=N/N]\n"
-	"                              [,options=send-empty-servers/send-full-servers]\n"
+	"    --q3-game SPEC            declare a Quake 3 engine game: SPEC is\n"
+	"                              NAME:heartbeat=TAG, then any of\n"
+	"                              ,flatline=TAG ,protocols=N/N and\n"
+	"                              ,options=send-empty-servers/send-full-servers\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log every request and datagram\n"
 	"    --check-config            check the flags and the snapshot, then exit\n"
-	"    --help, --version\n"
+	"    --help                    print this help, then exit\n"
+	"    --version                 print the version, then exit\n"
 	"\n"
-	"TUNING (tests; the references' values by default)\n"
-	"    --lobby-ttl MS (30000)  --knock-ttl MS (60000)  --relay-idle MS (90000)\n"
-	"    --relay-life MS (43200000)  --q3-ttl MS (900000)  --q3-challenge MS (2000)\n"
-	"    --ping-timeout MS (5000)  --snapshot-interval MS (10000)\n"
-	"    --verify-lists          check every kept listing against a fresh build\n"
-	"                            on every request (exits on a difference)\n"
+	"Tuning (for tests; the references' values by default):\n"
+	"    --lobby-ttl MS            a lobby not announced again (default 30000)\n"
+	"    --knock-ttl MS            a knock not fetched (default 60000)\n"
+	"    --relay-idle MS           a relay port with no traffic (default 90000)\n"
+	"    --relay-life MS           a relay port at most (default 43200000, 12 h)\n"
+	"    --q3-ttl MS               a Q3 server not heard from (default 900000,\n"
+	"                              15 min)\n"
+	"    --q3-challenge MS         a heartbeat's challenge (default 2000)\n"
+	"    --ping-timeout MS         a Fugitive ping-back (default 5000)\n"
+	"    --snapshot-interval MS    between snapshots (default 10000)\n"
+	"    --verify-lists            check every kept listing against a fresh build\n"
+	"                              on every request (exits on a difference)\n"
+	"\n";
+
+/* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_rest[] =
+	"Signals:\n"
+	"    SIGTERM, SIGINT           answer what is pending, save the snapshot,\n"
+	"                              exit (a second one: exit at once)\n"
+	"    SIGHUP                    nothing to reload (logged)\n"
 	"\n"
-	"OUTPUT\n"
-	"    Once bound: \"ready http=IP:PORT udp=IP:PORT\" on stderr.\n";
+	"Output:\n"
+	"    Once bound: \"ready http=IP:PORT udp=IP:PORT\" on stderr.\n"
+	"\n"
+	"Exit status:\n"
+	"    0                         stopped by SIGTERM or SIGINT, or --check-config\n"
+	"                              found nothing wrong\n"
+	"    1                         failed: a corrupt snapshot, a port that cannot\n"
+	"                              be bound\n"
+	"    2                         bad usage\n"
+	"\n"
+	"Environment:\n"
+	"    NOTIFY_SOCKET, WATCHDOG_USEC\n"
+	"                              set by systemd (Type=notify, WatchdogSec=):\n"
+	"                              READY=1 once bound, WATCHDOG=1, STOPPING=1\n"
+	"    JOURNAL_STREAM            set by systemd: with --log auto, lines carry\n"
+	"                              <N> priorities and no timestamp\n"
+	"\n"
+	"Files:\n"
+	"    /var/lib/rally-master/registry.json\n"
+	"                              the registry snapshot (--state-dir)\n"
+	"    /etc/default/rally-master\n"
+	"                              the flags rally-master.service adds\n";
 
 static void parse_ports(void *ctx, const char *s)
 {
@@ -238,8 +271,10 @@ int main(int argc, char **argv)
 	struct master *m = &app.m;
 	char ha[ADDR_STRLEN], ua[ADDR_STRLEN];
 	int r, ret = DAEMON_EXIT_FAIL;
+	static char page[sizeof(usage) + sizeof(usage_rest)];
 
-	daemon_init(d, "rally-master", usage);
+	snprintf(page, sizeof(page), "%s%s", usage, usage_rest);
+	daemon_init(d, "rally-master", page);
 	parse_args(d, argc, argv, &m->cfg);
 	daemon_start(d);
 	m->loop = d->loop;
