@@ -664,7 +664,7 @@ static void grow_buffers(int fd)
 
 	if (got < (1 << 20))
 		log_warnx("socket-buffer-small rcvbuf=%d want=%d hint=\"raise net.core.rmem_max "
-			  "and wmem_max (tools/systemd/99-rally-relay.conf)\"",
+			  "and wmem_max (sysctl.d/50-rally-relay.conf)\"",
 			  got, size);
 }
 
