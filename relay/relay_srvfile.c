@@ -111,6 +111,23 @@ static int set_tag(char *dst, const char *v, char *err, size_t size)
 	return 0;
 }
 
+/* A DNS name or an IP literal (an IPv6 one may carry a %scope): nothing
+ * a resolver would not take, nothing that breaks HOST:PORT. */
+static bool host_ok(const char *h)
+{
+	if (h[0] == '\0')
+		return false;
+	for (const char *p = h; *p != '\0'; p++) {
+		char ch = *p;
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' ||
+		      ch == ':' || ch == '%'))
+			return false;
+	}
+	return true;
+}
+
 static int set_server(struct relay_server_cfg *c, const char *v, char *err, size_t size)
 {
 	if (strncmp(v, "tunnel:", 7) == 0) {
@@ -127,7 +144,7 @@ static int set_server(struct relay_server_cfg *c, const char *v, char *err, size
 	} else {
 		if (addr_split_hostport(v, c->server_host, sizeof(c->server_host),
 					&c->server_port) < 0 ||
-		    c->server_port == 0) {
+		    c->server_port == 0 || !host_ok(c->server_host)) {
 			fail(err, size, "expected HOST:PORT or tunnel:REALM_UUID");
 			return -EINVAL;
 		}
@@ -197,7 +214,8 @@ int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char
 	case K_MASTER: {
 		struct relay_master m;
 
-		if (addr_split_hostport(val, m.host, sizeof(m.host), &m.port) < 0 || m.port == 0) {
+		if (addr_split_hostport(val, m.host, sizeof(m.host), &m.port) < 0 || m.port == 0 ||
+		    !host_ok(m.host)) {
 			fail(err, err_size, "expected HOST:PORT");
 			return -EINVAL;
 		}
@@ -402,6 +420,12 @@ static int perr(struct parse *p, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(p->err->msg, sizeof(p->err->msg), fmt, ap);
 	va_end(ap);
+	/* The message quotes the file's own bytes: it goes into a quoted log
+	 * value, so no double quote, backslash or control byte. */
+	for (char *c = p->err->msg; *c != '\0'; c++) {
+		if (*c == '"' || *c == '\\' || (unsigned char)*c < ' ' || (unsigned char)*c >= 0x7f)
+			*c = '?';
+	}
 	return -EINVAL;
 }
 
@@ -449,7 +473,7 @@ static int section(struct parse *p, int line, char *s, size_t len)
 
 		if (!relay_server_name_ok(name, nlen))
 			return perr(p, line,
-				    "bad server name \"%.40s\": 1-32 of a-z 0-9 _ -, a letter "
+				    "bad server name %.40s: 1-32 of a-z 0-9 _ -, a letter "
 				    "or digit first",
 				    name);
 		for (size_t i = 0; i < p->n; i++) {
@@ -499,7 +523,7 @@ static int keyval(struct parse *p, int line, char *s, size_t len)
 		return perr(p, line, "%.40s is for the whole relay: give it on the command line",
 			    key);
 	if (r == -ENOENT)
-		return perr(p, line, "unknown key \"%.40s\"", key);
+		return perr(p, line, "unknown key %.40s", key);
 	if (r < 0)
 		return perr(p, line, "%s: %s", key, why);
 	return 0;
@@ -599,6 +623,15 @@ static void hostport(struct strbuf *out, const char *host, uint16_t port)
 		strbuf_printf(out, "[%s]:%u\n", host, port);
 	else
 		strbuf_printf(out, "%s:%u\n", host, port);
+}
+
+const char *relay_master_str(const struct relay_master *m, char *buf, size_t size)
+{
+	if (strchr(m->host, ':') != NULL)
+		snprintf(buf, size, "[%s]:%u", m->host, m->port);
+	else
+		snprintf(buf, size, "%s:%u", m->host, m->port);
+	return buf;
 }
 
 /* "key=value": a value may begin with '#' ("key=#x"), which after "= "

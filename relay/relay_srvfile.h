@@ -139,6 +139,9 @@ int relay_srvfile_parse(const char *buf, size_t len, struct relay_server_cfg *ou
 struct strbuf;
 void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct strbuf *out);
 
+/* A master as HOST:PORT ("[::1]:27950" for an IPv6 literal); returns buf. */
+const char *relay_master_str(const struct relay_master *m, char *buf, size_t size);
+
 /* True for a valid server name: 1-32 of a-z 0-9 _ -, starting with a
  * letter or digit (names are paths, URL segments and metric labels). */
 bool relay_server_name_ok(const char *s, size_t len);

@@ -243,6 +243,16 @@ static void refusals(void)
 	refused("[server a]\nserver = 127.0.0.1:0\n", 2, "server: expected HOST:PORT");
 	refused("[server a]\nserver = tunnel:nope\n", 2, "tunnel:REALM_UUID");
 	refused("[server a]\nmaster = x\n", 2, "master: expected HOST:PORT");
+	/* Hosts are names or literals: nothing that breaks HOST:PORT again
+	 * (found by fuzz_srvfile: "[[1]:2" read as the host "[1"). */
+	refused("[server a]\nserver = [[1]:2\n", 2, "server: expected HOST:PORT");
+	refused("[server a]\nmaster=#h:1\n", 2, "master: expected HOST:PORT");
+	refused("[server a]\nmaster = a b:1\n", 2, "master: expected HOST:PORT");
+	CHECK_EQ_INT(parse("[server a]\nlisten = 127.0.0.1:1\nserver = [fe80::1%lo]:2\n"
+			   "master = [::1]:3\nmaster = my_master-1.example:4\n",
+			   &(struct cfg_err){0}),
+		     1);
+	CHECK_EQ_STR(out[0].server_host, "fe80::1%lo");
 	refused("[server a]\nno-heartbeat = maybe\n", 2, "yes or no");
 	refused("[server a]\nheartbeat-tag = two words\n", 2, "no spaces");
 	refused("[server a]\nheartbeat-tag = a\"b\n", 2, "no spaces");
