@@ -314,8 +314,9 @@ static struct json_object *masters_json(const struct relay_server *srv, long lon
 		struct json_object *m = json_object_new_object(), *addrs = json_object_new_array();
 
 		relay_heartbeat_master_info(srv->hb, i, &mi);
-		snprintf(a, sizeof(a), "%s:%u", srv->cfg.masters[i].host, srv->cfg.masters[i].port);
-		json_object_object_add(m, "master", json_object_new_string(a));
+		json_object_object_add(m, "master",
+				       json_object_new_string(relay_master_str(&srv->cfg.masters[i],
+									       a, sizeof(a))));
 		if (mi.have4)
 			json_object_array_add(
 				addrs, json_object_new_string(addr_str(&mi.addr4, a, sizeof(a))));

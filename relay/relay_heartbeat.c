@@ -46,6 +46,9 @@ enum { F4, F6, NFAM };
 
 struct resolve_job {
 	struct relay_heartbeat *hb; /* NULL once the module is gone */
+	/* Its done callback ran: whoever holds it frees it (a cycle whose
+	 * probe is still out keeps it in hb->job until then). */
+	bool delivered;
 	bool want[NFAM];
 	size_t n;
 	struct relay_master masters[RELAY_MAX_MASTERS];
@@ -133,7 +136,7 @@ static void send_all(struct relay_heartbeat *hb, const char *tag, const struct a
 			continue;
 		}
 		for (int f = 0; f < NFAM; f++) {
-			char a[ADDR_STRLEN];
+			char a[ADDR_STRLEN], ms[RELAY_HOST_MAX + 8];
 			unsigned long sup;
 			int r;
 
@@ -145,17 +148,17 @@ static void send_all(struct relay_heartbeat *hb, const char *tag, const struct a
 				if (log_ratelimit_ok(&hb->warn_send, ev_now(hb->r->loop), 60000,
 						     &sup)) {
 					errno = -r;
-					log_warn("heartbeat-send-fail master=%s:%u addr=%s%s "
+					log_warn("heartbeat-send-fail master=%s addr=%s%s "
 						 "suppressed=%lu",
-						 c->masters[i].host, c->masters[i].port,
+						 relay_master_str(&c->masters[i], ms, sizeof(ms)),
 						 addr_str(&addrs[i][f], a, sizeof(a)), sn, sup);
 				}
 				continue;
 			}
 			hb->count[i][good]++;
 			hb->last_sent_ms[i] = ev_now(hb->r->loop);
-			log_debug("heartbeat-sent tag=%s master=%s:%u addr=%s%s", tag,
-				  c->masters[i].host, c->masters[i].port,
+			log_debug("heartbeat-sent tag=%s master=%s addr=%s%s", tag,
+				  relay_master_str(&c->masters[i], ms, sizeof(ms)),
 				  addr_str(&addrs[i][f], a, sizeof(a)), sn);
 		}
 	}
@@ -175,8 +178,10 @@ static void finish_cycle(struct relay_heartbeat *hb)
 			memcpy(hb->cache[i], job->out[i], sizeof(hb->cache[i]));
 			memcpy(hb->cached[i], job->ok[i], sizeof(hb->cached[i]));
 		} else {
-			log_warnx("master-resolve-fail master=%s:%u error=\"%s\"",
-				  c->masters[i].host, c->masters[i].port,
+			char ms[RELAY_HOST_MAX + 8];
+
+			log_warnx("master-resolve-fail master=%s error=\"%s\"",
+				  relay_master_str(&c->masters[i], ms, sizeof(ms)),
 				  gai_strerror(job->gai_err[i]));
 		}
 	}
@@ -218,6 +223,7 @@ static void resolve_done(void *arg, bool cancelled)
 	struct resolve_job *job = arg;
 	struct relay_heartbeat *hb = job->hb;
 
+	job->delivered = true;
 	if (hb == NULL || cancelled) {
 		if (hb != NULL)
 			hb->job = NULL;
@@ -440,6 +446,17 @@ void relay_heartbeat_shutdown(struct relay_heartbeat *hb, const struct relay_ser
 	spare_kept(hb, next);
 	ev_timer_stop(hb->r->loop, &hb->cycle_timer);
 	ev_timer_stop(hb->r->loop, &hb->probe_timer);
+	/* A cycle resolved but still probing: its addresses are the freshest. */
+	if (hb->job != NULL && hb->job->delivered) {
+		for (size_t i = 0; i < hb->job->n; i++) {
+			if (any_fam(hb->job->ok[i])) {
+				memcpy(hb->cache[i], hb->job->out[i], sizeof(hb->cache[i]));
+				memcpy(hb->cached[i], hb->job->ok[i], sizeof(hb->cached[i]));
+			}
+		}
+		free(hb->job);
+		hb->job = NULL;
+	}
 	for (size_t i = 0; i < hb->c->nmasters; i++)
 		all = all && (hb->spare[i] || any_fam(hb->cached[i]));
 	if (all) {
@@ -468,9 +485,10 @@ void relay_heartbeat_metrics(const struct relay *r, struct strbuf *out)
 		for (size_t i = 0; hb != NULL && i < hb->c->nmasters; i++) {
 			for (int o = 0; o < HB_NOUTCOMES; o++) {
 				char more[RELAY_HOST_MAX + 64], lb[RELAY_HOST_MAX + 128];
+				char ms[RELAY_HOST_MAX + 8];
 
-				snprintf(more, sizeof(more), "master=\"%s:%u\",outcome=\"%s\"",
-					 hb->c->masters[i].host, hb->c->masters[i].port,
+				snprintf(more, sizeof(more), "master=\"%s\",outcome=\"%s\"",
+					 relay_master_str(&hb->c->masters[i], ms, sizeof(ms)),
 					 outcome_names[o]);
 				strbuf_printf(out, "rally_relay_heartbeats_total%s %llu\n",
 					      relay_server_labels(hb->srv, more, lb, sizeof(lb)),
@@ -578,7 +596,9 @@ void relay_heartbeat_free(struct relay_heartbeat *hb)
 	ev_timer_stop(hb->r->loop, &hb->cycle_timer);
 	ev_timer_stop(hb->r->loop, &hb->probe_timer);
 	ev_timer_stop(hb->r->loop, &hb->shutdown_timer);
-	if (hb->job != NULL)
+	if (hb->job != NULL && hb->job->delivered)
+		free(hb->job);
+	else if (hb->job != NULL)
 		hb->job->hb = NULL;
 	ev_io_del(hb->io, true);
 	free(hb);
