@@ -238,6 +238,21 @@ max-sessions = 5
     check(st == 404, "gamma healthz -> %s" % st)
     st, body, _ = relay.api("GET", "/servers", token="")
     check(st == 401, "/servers without a token -> %s" % st)
+    # Paths that name no server or no endpoint, and wrong methods.
+    for path, want in (("/servers/ALPHA", 404), ("/servers/../bans", 404), ("/servers/", 404),
+                       ("/servers//bans", 404), ("/servers/alpha/nope", 404),
+                       ("/servers/alpha/healthz/x", 404), ("/servers/" + "a" * 300, 404),
+                       ("/servers/alpha/bans/", 405)):
+        st, body, _ = relay.api("GET", path)
+        check(st == want, "GET %s -> %s %r" % (path, st, body))
+    for method, path, want in (("POST", "/servers", 405), ("DELETE", "/servers/alpha", 405),
+                               ("POST", "/servers/alpha/bans", 405),
+                               ("PUT", "/servers/alpha/bans/", 400),
+                               ("PUT", "/servers/alpha/healthz", 405)):
+        st, body, hdrs = relay.api(method, path, {"reason": "x"})
+        check(st == want, "%s %s -> %s %r" % (method, path, st, body))
+        if want == 405:
+            check("Allow" in hdrs, "%s %s: no Allow header" % (method, path))
 
     # beta's server stops answering: its health turns 503, alpha's not.
     oa2.signal(signal.SIGSTOP)
