@@ -874,6 +874,16 @@ void relay_proxy_foreach(struct relay_proxy *p,
 	}
 }
 
+static bool takes_v4(const struct addr *a)
+{
+	static const uint8_t any[16];
+	struct addr_ip ip;
+
+	addr_to_ip(a, &ip);
+	return memcmp(ip.b, any, 16) == 0 ||
+	       (ip.b[10] == 0xff && ip.b[11] == 0xff && memcmp(ip.b, any, 10) == 0);
+}
+
 /* Opens public socket i: the one bound before the start, or a new one. */
 static int pub_open(struct relay_proxy *p, size_t i)
 {
@@ -902,7 +912,9 @@ static int pub_open(struct relay_proxy *p, size_t i)
 	pb->fd = fd;
 	pb->idx = (uint8_t)i;
 	pb->family = addr_family(&srv->bound[i]);
-	pb->dual = pb->family == AF_INET6 && !v6only;
+	/* Only the wildcard "[::]" (or a v4-mapped address) takes IPv4: a
+	 * socket bound to one IPv6 address can neither receive nor send it. */
+	pb->dual = pb->family == AF_INET6 && !v6only && takes_v4(&srv->bound[i]);
 	grow_buffers(fd);
 	pb->io = ev_io_add(p->r->loop, fd, EPOLLIN, on_public, pb);
 	if (pb->io == NULL)
