@@ -137,6 +137,10 @@ void relay_server_retire(struct relay_server *srv, const struct relay_server_cfg
 	srv->next_retiring = r->retiring;
 	r->retiring = srv;
 	relay_proxy_stop(srv->proxy);
+	/* No traffic, no bans: and a restarted server's next self owns the
+	 * file now, which this one must never write again. */
+	relay_bans_free(srv->bans);
+	srv->bans = NULL;
 	if (srv->hb != NULL)
 		relay_heartbeat_shutdown(srv->hb, next, retired, srv);
 	else
