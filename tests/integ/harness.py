@@ -243,11 +243,14 @@ def parse_addr(s):
 
 class Relay(Proc):
     def __init__(self, env, server, args=(), state_dir=None, control=True, debug=True,
-                 token=TOKEN, wait_ready=True, name="relay"):
+                 token=TOKEN, wait_ready=True, name="relay", argv_prefix=(),
+                 listen=("127.0.0.1:0",)):
         self.state_dir = state_dir or os.path.join(env.dir, "state")
         self.token = token
-        argv = [RELAY_BIN, "--listen", "127.0.0.1:0",
-                "--server", "%s:%d" % server, "--state-dir", self.state_dir, "--log", "plain"]
+        argv = list(argv_prefix) + [RELAY_BIN]
+        for a in listen:
+            argv += ["--listen", a]
+        argv += ["--server", "%s:%d" % server, "--state-dir", self.state_dir, "--log", "plain"]
         if control:
             self.token_file = os.path.join(env.dir, "token")
             if not os.path.exists(self.token_file):
@@ -265,8 +268,11 @@ class Relay(Proc):
             self.ready()
 
     def ready(self, timeout=10):
-        m = self.wait_line(r"^(?:<\d>)?ready listen=(\S+)(?: control=(\S+))?$", timeout)
-        self.addr = parse_addr(m.group(1))
+        """.addr is the first public address, .addrs all of them (a
+        second --listen gives a second)."""
+        m = self.wait_line(r"^(?:<\d>)?ready ((?:listen=\S+ ?)+)(?: control=(\S+))?$", timeout)
+        self.addrs = [parse_addr(t[7:]) for t in m.group(1).split()]
+        self.addr = self.addrs[0]
         self.control = parse_addr(m.group(2)) if m.group(2) else None
         return self
 
@@ -285,6 +291,64 @@ class Relay(Proc):
 
     def drops(self, reason):
         return self.metrics().get('rally_relay_drops_total{reason="%s"}' % reason, 0)
+
+
+class RelayServers(Relay):
+    """rally-relay with --servers FILE (several named servers); the file's
+    text is written to the test's directory. .addrs maps each server's name
+    to its public addresses (the ready line's listen.NAME=...), .addr is the
+    first server's first."""
+
+    def __init__(self, env, servers_text, args=(), state_dir=None, control=True, debug=True,
+                 token=TOKEN, wait_ready=True, name="relay", path=None, argv_prefix=()):
+        self.state_dir = state_dir or os.path.join(env.dir, "state")
+        self.token = token
+        self.servers_file = path or os.path.join(env.dir, "servers.conf")
+        self.write(servers_text)
+        argv = list(argv_prefix) + [RELAY_BIN, "--servers", self.servers_file, "--state-dir", self.state_dir,
+                "--log", "plain"]
+        if control:
+            self.token_file = os.path.join(env.dir, "token")
+            if not os.path.exists(self.token_file):
+                with open(self.token_file, "w") as f:
+                    f.write(token + "\n")
+            argv += ["--control", "127.0.0.1:0", "--token-file", self.token_file]
+        if debug:
+            argv.append("--debug")
+        argv += list(args)
+        Proc.__init__(self, env, name, argv)
+        self.addr = self.control = None
+        self.addrs = {}
+        if wait_ready:
+            self.ready()
+
+    def write(self, text):
+        tmp = self.servers_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.servers_file)
+
+    def ready(self, timeout=10):
+        m = self.wait_line(r"^(?:<\d>)?ready ?(.*)$", timeout)
+        self.addrs = {}
+        for tok in m.group(1).split():
+            k, _, v = tok.partition("=")
+            if k.startswith("listen."):
+                self.addrs.setdefault(k[7:], []).append(parse_addr(v))
+            elif k == "control":
+                self.control = parse_addr(v)
+        first = next(iter(self.addrs.values()), None)
+        self.addr = first[0] if first else None
+        return self
+
+    def servers(self):
+        st, body, _ = self.api("GET", "/servers")
+        check(st == 200, "GET /servers -> %s %r" % (st, body))
+        return {s["name"]: s for s in body}
+
+    def public(self, name, i=0):
+        """Server name's public address i, as GET /servers says now."""
+        return parse_addr(self.servers()[name]["listen"][i])
 
 
 class Master(Proc):
