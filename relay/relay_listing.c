@@ -100,11 +100,14 @@ struct attempt {
 	struct q3_srv cand[RELAY_LISTING_CANDIDATES];
 };
 
+/* One master in one address family: the master lists the server under
+ * the source of each family's heartbeat, so each is checked on its own. */
 struct lmaster {
 	struct relay_listing *l;
-	size_t i; /* --master order */
-
-	/* The check under way. */
+	size_t i;   /* --master order */
+	int family; /* AF_INET, AF_INET6 */
+	bool used;  /* checked at least once: shown in /healthz, /metrics */
+/* The check under way. */
 	bool running;
 	unsigned attempt;
 	enum lo prev; /* the previous attempt's outcome */
@@ -137,10 +140,12 @@ struct lmaster {
 
 struct relay_listing {
 	struct relay *r;
+	struct relay_server *srv;
+	const struct relay_server_cfg *c;
 	struct relay_heartbeat *hb;
 	struct ev_timer round;
 	size_t nmasters;
-	struct lmaster m[RELAY_MAX_MASTERS];
+	struct lmaster m[RELAY_MAX_MASTERS][2]; /* [i][0]: IPv4, [i][1]: IPv6 */
 	size_t running;
 	/* From the server's infoResponse. */
 	bool have_protocol;
@@ -342,7 +347,7 @@ void relay_listing_note_info(struct relay_listing *l, const uint8_t *buf, size_t
 		return;
 	}
 	for (size_t i = 0; i < sizeof(tag_games) / sizeof(tag_games[0]); i++) {
-		if (strcmp(l->r->cfg.heartbeat_tag, tag_games[i].tag) == 0) {
+		if (strcmp(l->c->heartbeat_tag, tag_games[i].tag) == 0) {
 			snprintf(l->game, sizeof(l->game), "%s", tag_games[i].game);
 			return;
 		}
@@ -364,9 +369,46 @@ static void srv_str(const struct q3_srv *s, char *buf, size_t size)
 
 static void master_name(const struct lmaster *m, char *buf, size_t size)
 {
-	const struct relay_master *c = &m->l->r->cfg.masters[m->i];
+	relay_master_str(&m->l->c->masters[m->i], buf, size);
+}
 
-	snprintf(buf, size, "%s:%u", c->host, c->port);
+static const char *family_name(int family)
+{
+	return family == AF_INET6 ? "ipv6" : "ipv4";
+}
+
+/* The public-address of family (NULL: none). */
+static const struct addr *public_of(const struct relay_server_cfg *c, int family)
+{
+	for (size_t k = 0; k < c->npublic; k++) {
+		if (addr_family(&c->public_addr[k]) == family)
+			return &c->public_addr[k];
+	}
+	return NULL;
+}
+
+/*
+ * The front address of family: the bound socket of that family, or for
+ * IPv4 a dual-stack "[::]" socket, whose IPv4 side is the wildcard
+ * 0.0.0.0 at its port. False when no socket sends to that family.
+ */
+static bool front_of(const struct relay_server *srv, int family, struct addr *out)
+{
+	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
+		if (addr_family(&srv->bound[i]) == family) {
+			*out = srv->bound[i];
+			return true;
+		}
+	}
+	for (size_t i = 0; family == AF_INET && i < srv->cfg.nlisten; i++) {
+		if (addr_family(&srv->bound[i]) == AF_INET6 && is_unspecified(&srv->bound[i]) &&
+		    !relay_server_cfg_v6only(&srv->cfg, i)) {
+			addr_parse_ip(out, "0.0.0.0");
+			addr_set_port(out, addr_port(&srv->bound[i]));
+			return true;
+		}
+	}
+	return false;
 }
 
 static void close_attempt(struct lmaster *m)
@@ -389,12 +431,10 @@ static void close_attempt(struct lmaster *m)
 static void round_done(struct relay_listing *l)
 {
 	long long now = ev_now(l->r->loop);
-	bool down = false;
-
-	for (size_t i = 0; i < l->nmasters; i++)
-		down = down || l->m[i].listed == 0;
-	if (l->hb != NULL && (l->lost_this_round ||
-			      (down && now - l->last_kick_ms >= l->r->cfg.listing_interval_ms))) {
+	bool down = false;	for (size_t i = 0; i < l->nmasters; i++)
+		down = down || l->m[i][0].listed == 0 || l->m[i][1].listed == 0;
+	if (l->hb != NULL &&
+	    (l->lost_this_round || (down && now - l->last_kick_ms >= l->c->listing_interval_ms))) {
 		l->recheck = l->recheck || l->lost_this_round;
 		l->last_kick_ms = now;
 		relay_heartbeat_kick(l->hb);
@@ -407,12 +447,11 @@ static void finish(struct lmaster *m, enum lo o)
 {
 	struct relay_listing *l = m->l;
 	long long now_ms = ev_now(l->r->loop), wall = (long long)time(NULL);
-	int listed = o == LO_LISTED;
-	char name[RELAY_HOST_MAX + 8], seen[ADDR_STRLEN],
+	int listed = o == LO_LISTED;	char name[RELAY_HOST_MAX + 32], seen[ADDR_STRLEN],
 		cands[RELAY_LISTING_CANDIDATES * (ADDR_STRLEN + 1)];
+	char sn[RELAY_NAME_MAX + 16];
 	size_t cl = 0;
-
-	close_attempt(m);
+close_attempt(m);
 	m->running = false;
 	m->checks[o]++;
 	m->have_outcome = true;
@@ -433,8 +472,10 @@ static void finish(struct lmaster *m, enum lo o)
 		m->have_error = true;
 		m->error = o;
 		m->error_at = wall;
-	}
-	master_name(m, name, sizeof(name));
+	}	master_name(m, name, sizeof(name));
+	snprintf(name + strlen(name), sizeof(name) - strlen(name), " family=%s",
+		 family_name(m->family));
+	relay_server_logname(l->srv, sn, sizeof(sn));
 	seen[0] = '\0';
 	if (listed)
 		srv_str(&m->seen, seen, sizeof(seen));
@@ -444,28 +485,27 @@ static void finish(struct lmaster *m, enum lo o)
 
 		srv_str(&m->cand[k], a, sizeof(a));
 		cl += (size_t)snprintf(cands + cl, sizeof(cands) - cl, "%s%s", k ? "," : "", a);
-	}
-	if (m->listed == listed) {
-		log_debug("listing-check master=%s outcome=%s servers=%zu match=%s", name,
-			  lo_names[o], m->a.servers, relay_listing_match_name(m->match));
+	}	if (m->listed == listed) {
+		log_debug("listing-check master=%s outcome=%s servers=%zu match=%s%s", name,
+			  lo_names[o], m->a.servers, relay_listing_match_name(m->match), sn);
 	} else if (listed && m->listed < 0) {
-		log_info("listing-confirmed master=%s match=%s seen-as=%s%s", name,
+		log_info("listing-confirmed master=%s match=%s seen-as=%s%s%s", name,
 			 relay_listing_match_name(m->match), seen,
-			 m->match == RELAY_MATCH_PORT ? " weak=port-only" : "");
+			 m->match == RELAY_MATCH_PORT ? " weak=port-only" : "", sn);
 	} else if (listed) {
-		log_info("listing-regained master=%s match=%s seen-as=%s after=%llds%s", name,
+		log_info("listing-regained master=%s match=%s seen-as=%s after=%llds%s%s", name,
 			 relay_listing_match_name(m->match), seen, (now_ms - m->since_ms) / 1000,
-			 m->match == RELAY_MATCH_PORT ? " weak=port-only" : "");
+			 m->match == RELAY_MATCH_PORT ? " weak=port-only" : "", sn);
 	} else if (m->listed < 0) {
-		log_warnx("listing-missing master=%s reason=%s rule=%s candidates=%s", name,
+		log_warnx("listing-missing master=%s reason=%s rule=%s candidates=%s%s", name,
 			  lo_names[o], relay_listing_match_name(m->self.rule),
-			  cands[0] ? cands : "none");
+			  cands[0] ? cands : "none", sn);
 		l->lost_this_round = true;
 	} else {
 		log_warnx("listing-lost master=%s reason=%s rule=%s listed-for=%llds "
-			  "candidates=%s",
+			  "candidates=%s%s",
 			  name, lo_names[o], relay_listing_match_name(m->self.rule),
-			  (now_ms - m->since_ms) / 1000, cands[0] ? cands : "none");
+			  (now_ms - m->since_ms) / 1000, cands[0] ? cands : "none", sn);
 		l->lost_this_round = true;
 	}
 	if (m->listed != listed) {
@@ -628,7 +668,7 @@ static int build_request(const struct lmaster *m, uint8_t *buf, size_t size)
 		if (l->game[0] == '\0')
 			return -EINVAL;
 		memcpy(req.gamename, l->game, sizeof(req.gamename));
-	} else if (strcmp(l->r->cfg.heartbeat_tag, Q3_HEARTBEAT_GENERIC) == 0) {
+	} else if (strcmp(l->c->heartbeat_tag, Q3_HEARTBEAT_GENERIC) == 0) {
 		if (l->game[0] == '\0')
 			return -EINVAL;
 		memcpy(req.gamename, l->game, sizeof(req.gamename));
@@ -639,14 +679,13 @@ static int build_request(const struct lmaster *m, uint8_t *buf, size_t size)
 /* A fresh socket for each attempt, from the front's IP when it is a
  * specific one of the master's family (the master sees the checks come
  * from where the heartbeats do). */
-static int open_socket(const struct lmaster *m)
+static int open_socket(const struct lmaster *m, const struct addr *front)
 {
-	const struct relay_cfg *c = &m->l->r->cfg;
 	struct addr local;
 	int fd;
 
-	if (addr_family(&c->listen) == addr_family(&m->to) && !is_unspecified(&c->listen)) {
-		local = c->listen;
+	if (addr_family(front) == addr_family(&m->to) && !is_unspecified(front)) {
+		local = *front;
 	} else {
 		memset(&local, 0, sizeof(local));
 		if (addr_family(&m->to) == AF_INET6)
@@ -662,20 +701,21 @@ static int open_socket(const struct lmaster *m)
 }
 
 static void start_attempt(struct lmaster *m)
-{
-	struct relay_listing *l = m->l;
-	const struct relay_cfg *c = &l->r->cfg;
+{	struct relay_listing *l = m->l;
+	const struct relay_server_cfg *c = l->c;
 	uint8_t pkt[RELAY_LISTING_REQ_MAX + Q3_OOB_PREFIX_LEN];
+	struct addr front;
 	int len;
 	ssize_t sent;
 
 	m->attempt++;
 	memset(&m->a, 0, sizeof(m->a));
-	if (!relay_heartbeat_master_addr(l->hb, m->i, &m->to)) {
+	if (!front_of(l->srv, m->family, &front) ||
+	    !relay_heartbeat_master_addr(l->hb, m->i, m->family, &m->to)) {
 		finish(m, LO_RESOLVE_ERROR);
 		return;
 	}
-	m->ext = addr_family(&m->to) == AF_INET6;
+	m->ext = m->family == AF_INET6;
 	len = build_request(m, pkt, sizeof(pkt));
 	if (len < 0) {
 		m->request[0] = '\0';
@@ -683,13 +723,11 @@ static void start_attempt(struct lmaster *m)
 		return;
 	}
 	snprintf(m->request, sizeof(m->request), "%.*s", len - Q3_OOB_PREFIX_LEN,
-		 (const char *)pkt + Q3_OOB_PREFIX_LEN);
-	relay_listing_self_init(&m->self, &c->listen, c->public_on ? &c->public_addr : NULL,
-				&m->to);
+		 (const char *)pkt + Q3_OOB_PREFIX_LEN);	relay_listing_self_init(&m->self, &front, public_of(c, m->family), &m->to);
 	if (m->self.rule == RELAY_MATCH_LOCAL)
-		local_addrs(&m->self, addr_family(&c->listen));
+		local_addrs(&m->self, m->family);
 	m->deadline_ms = ev_now(l->r->loop) + c->listing_timeout_ms;
-	m->fd = open_socket(m);
+	m->fd = open_socket(m, &front);
 	if (m->fd < 0) {
 		errno = -m->fd;
 		m->fd = -1;
@@ -721,35 +759,50 @@ static void start_attempt(struct lmaster *m)
 
 static void on_round(struct ev_timer *t, void *arg)
 {
-	struct relay_listing *l = arg;
+	struct relay_listing *l = arg;	struct lmaster *go[RELAY_MAX_MASTERS * 2];
+	size_t n = 0;
 
-	ev_timer_start(l->r->loop, t, l->r->cfg.listing_interval_ms, on_round, l);
+	ev_timer_start(l->r->loop, t, l->c->listing_interval_ms, on_round, l);
 	/* Without the server's protocol there is nothing to ask for; the
 	 * first answered probe brings the first check (heartbeat_sent). */
 	if (!l->have_protocol || l->running > 0)
 		return;
 	l->lost_this_round = false;
+	/* Each family a heartbeat went to; a master that never resolved in
+	 * a family we send from is checked (resolve_error) in the first. */
 	for (size_t i = 0; i < l->nmasters; i++) {
-		struct lmaster *m = &l->m[i];
+		struct addr a;
+		bool any = false;
 
-		m->running = true;
-		m->attempt = 0;
+		for (int f = 0; f < 2; f++) {
+			int fam = f == 0 ? AF_INET : AF_INET6;
+
+			if (relay_proxy_can_send(l->srv->proxy, fam) &&
+			    relay_heartbeat_master_addr(l->hb, i, fam, &a)) {
+				go[n++] = &l->m[i][f];
+				any = true;
+			}
+		}
+		if (!any)
+			go[n++] = &l->m[i][relay_proxy_can_send(l->srv->proxy, AF_INET) ? 0 : 1];
+	}
+	for (size_t k = 0; k < n; k++) {
+		go[k]->running = true;
+		go[k]->used = true;
+		go[k]->attempt = 0;
 		l->running++;
 	}
-	for (size_t i = 0; i < l->nmasters; i++)
-		start_attempt(&l->m[i]);
+	for (size_t k = 0; k < n; k++)
+		start_attempt(go[k]);
 }
 
 void relay_listing_heartbeat_sent(struct relay_listing *l, bool alive)
 {
 	if (l == NULL)
 		return;
-	if (alive && (!l->ever_alive || !l->last_alive || l->recheck)) {
-		long long at = ev_now(l->r->loop) + l->r->cfg.listing_delay_ms;
+	if (alive && (!l->ever_alive || !l->last_alive || l->recheck)) {		long long at = ev_now(l->r->loop) + l->c->listing_delay_ms;
 
-		if (!ev_timer_armed(&l->round) || l->round.deadline_ms > at)
-			ev_timer_start(l->r->loop, &l->round, l->r->cfg.listing_delay_ms, on_round,
-				       l);
+		if (!ev_timer_armed(&l->round) || l->round.deadline_ms > at)			ev_timer_start(l->r->loop, &l->round, l->c->listing_delay_ms, on_round, l);
 		l->recheck = false;
 	}
 	l->ever_alive = l->ever_alive || alive;
@@ -758,86 +811,114 @@ void relay_listing_heartbeat_sent(struct relay_listing *l, bool alive)
 
 /* ---- reporting ---- */
 
-void relay_listing_metrics(const struct relay_listing *l, struct strbuf *out)
+/* Calls fn for every checked (master, family) of every server of r, with
+ * its label set. */
+static void each_unit(const struct relay *r,
+		      void (*fn)(const struct lmaster *, const char *labels, void *), void *arg)
 {
-	char name[RELAY_HOST_MAX + 8];
+	for (size_t k = 0; k < r->nservers; k++) {
+		const struct relay_listing *l = relay_heartbeat_listing(r->servers[k]->hb);
 
-	strbuf_printf(out, "# HELP rally_relay_master_listed 1 if the last check found the "
-			   "server in the master's list, 0 if not (absent before the first).\n"
-			   "# TYPE rally_relay_master_listed gauge\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		if (l->m[i].listed < 0)
-			continue;
-		master_name(&l->m[i], name, sizeof(name));
-		strbuf_printf(out, "rally_relay_master_listed{master=\"%s\"} %d\n", name,
-			      l->m[i].listed);
+		for (size_t i = 0; l != NULL && i < l->nmasters; i++) {
+			for (int f = 0; f < 2; f++) {
+				const struct lmaster *m = &l->m[i][f];
+				char name[RELAY_HOST_MAX + 8], more[RELAY_HOST_MAX + 48];
+				char lb[RELAY_HOST_MAX + 128];
+
+				if (!m->used)
+					continue;
+				master_name(m, name, sizeof(name));
+				snprintf(more, sizeof(more), "master=\"%s\",family=\"%s\"", name,
+					 family_name(m->family));
+				fn(m, relay_server_labels(l->srv, more, lb, sizeof(lb)), arg);
+			}
+		}
 	}
-	strbuf_printf(out, "# HELP rally_relay_master_listing_weak 1 if the last listing was "
-			   "recognised by the front port alone.\n"
-			   "# TYPE rally_relay_master_listing_weak gauge\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		if (l->m[i].listed < 0)
-			continue;
-		master_name(&l->m[i], name, sizeof(name));
-		strbuf_printf(out, "rally_relay_master_listing_weak{master=\"%s\"} %d\n", name,
-			      l->m[i].match == RELAY_MATCH_PORT ? 1 : 0);
-	}
-	strbuf_printf(out, "# HELP rally_relay_master_listing_since_timestamp_seconds When the "
-			   "listing last changed (listed or not), Unix time.\n"
-			   "# TYPE rally_relay_master_listing_since_timestamp_seconds gauge\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		if (l->m[i].listed < 0)
-			continue;
-		master_name(&l->m[i], name, sizeof(name));
-		strbuf_printf(out,
-			      "rally_relay_master_listing_since_timestamp_seconds{master=\"%s\"} "
-			      "%lld\n",
-			      name, l->m[i].since);
-	}
-	strbuf_printf(out, "# HELP rally_relay_master_listing_checked_timestamp_seconds When "
-			   "the last check ended, Unix time.\n"
-			   "# TYPE rally_relay_master_listing_checked_timestamp_seconds gauge\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		if (!l->m[i].have_outcome)
-			continue;
-		master_name(&l->m[i], name, sizeof(name));
-		strbuf_printf(out,
-			      "rally_relay_master_listing_checked_timestamp_seconds{master=\"%s\"} "
-			      "%lld\n",
-			      name, l->m[i].checked);
-	}
-	strbuf_printf(out, "# HELP rally_relay_master_listing_servers Servers in the master's "
-			   "last whole answer.\n"
-			   "# TYPE rally_relay_master_listing_servers gauge\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		if (!l->m[i].have_servers)
-			continue;
-		master_name(&l->m[i], name, sizeof(name));
-		strbuf_printf(out, "rally_relay_master_listing_servers{master=\"%s\"} %zu\n", name,
-			      l->m[i].servers);
-	}
-	strbuf_printf(out, "# HELP rally_relay_master_listing_checks_total Listing checks by "
-			   "master and outcome.\n"
-			   "# TYPE rally_relay_master_listing_checks_total counter\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		master_name(&l->m[i], name, sizeof(name));
+}
+
+enum { M_LISTED, M_WEAK, M_SINCE, M_CHECKED, M_SERVERS, M_CHECKS, M_DROPS, M_N };
+
+struct metric_ctx {
+	struct strbuf *out;
+	const char *name;
+	int what;
+};
+
+static void metric_line(const struct lmaster *m, const char *lb, void *arg)
+{
+	struct metric_ctx *x = arg;
+	/* lb is "{...}": per-outcome and per-reason lines add inside it. */
+	int inner = (int)strlen(lb) - 1;
+
+	switch (x->what) {
+	case M_LISTED:
+		if (m->listed >= 0)
+			strbuf_printf(x->out, "%s%s %d\n", x->name, lb, m->listed);
+		break;
+	case M_WEAK:
+		if (m->listed >= 0)
+			strbuf_printf(x->out, "%s%s %d\n", x->name, lb,
+				      m->listed == 1 && m->match == RELAY_MATCH_PORT ? 1 : 0);
+		break;
+	case M_SINCE:
+		if (m->listed >= 0)
+			strbuf_printf(x->out, "%s%s %lld\n", x->name, lb, m->since);
+		break;
+	case M_CHECKED:
+		if (m->have_outcome)
+			strbuf_printf(x->out, "%s%s %lld\n", x->name, lb, m->checked);
+		break;
+	case M_SERVERS:
+		if (m->have_servers)
+			strbuf_printf(x->out, "%s%s %zu\n", x->name, lb, m->servers);
+		break;
+	case M_CHECKS:
 		for (int o = 0; o < LO_N; o++)
-			strbuf_printf(out,
-				      "rally_relay_master_listing_checks_total{master=\"%s\","
-				      "outcome=\"%s\"} %llu\n",
-				      name, lo_names[o], (unsigned long long)l->m[i].checks[o]);
-	}
-	strbuf_printf(out, "# HELP rally_relay_master_listing_drops_total Datagrams the check "
-			   "sockets dropped: not from the master (foreign), not an answer "
-			   "(malformed).\n"
-			   "# TYPE rally_relay_master_listing_drops_total counter\n");
-	for (size_t i = 0; i < l->nmasters; i++) {
-		master_name(&l->m[i], name, sizeof(name));
+			strbuf_printf(x->out, "%s%.*s,outcome=\"%s\"} %llu\n", x->name, inner, lb,
+				      lo_names[o], (unsigned long long)m->checks[o]);
+		break;
+	case M_DROPS:
 		for (int d = 0; d < LD_N; d++)
-			strbuf_printf(out,
-				      "rally_relay_master_listing_drops_total{master=\"%s\","
-				      "reason=\"%s\"} %llu\n",
-				      name, ld_names[d], (unsigned long long)l->m[i].drops[d]);
+			strbuf_printf(x->out, "%s%.*s,reason=\"%s\"} %llu\n", x->name, inner, lb,
+				      ld_names[d], (unsigned long long)m->drops[d]);
+		break;
+	}
+}
+
+void relay_listing_metrics(const struct relay *r, struct strbuf *out)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fams[M_N] = {
+		[M_LISTED] = {"rally_relay_master_listed", "gauge",
+			      "1 if the last check found the server in the master's list, 0 if "
+			      "not (absent before the first)."},
+		[M_WEAK] = {"rally_relay_master_listing_weak", "gauge",
+			    "1 if the last listing was recognised by the front port alone."},
+		[M_SINCE] = {"rally_relay_master_listing_since_timestamp_seconds", "gauge",
+			     "When the listing last changed (listed or not), Unix time."},
+		[M_CHECKED] = {"rally_relay_master_listing_checked_timestamp_seconds", "gauge",
+			       "When the last check ended, Unix time."},
+		[M_SERVERS] = {"rally_relay_master_listing_servers", "gauge",
+			       "Servers in the master's last whole answer."},
+		[M_CHECKS] = {"rally_relay_master_listing_checks_total", "counter",
+			      "Listing checks by master, family and outcome."},
+		[M_DROPS] = {"rally_relay_master_listing_drops_total", "counter",
+			     "Datagrams the check sockets dropped: not from the master "
+			     "(foreign), not an answer (malformed)."},
+	};
+	bool any = false;
+
+	for (size_t k = 0; k < r->nservers; k++)
+		any = any || relay_heartbeat_listing(r->servers[k]->hb) != NULL;
+	if (!any)
+		return;
+	for (int w = 0; w < M_N; w++) {
+		struct metric_ctx x = {.out = out, .name = fams[w].name, .what = w};
+
+		strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", fams[w].name, fams[w].help,
+			      fams[w].name, fams[w].type);
+		each_unit(r, metric_line, &x);
 	}
 }
 
@@ -852,12 +933,11 @@ static struct json_object *master_json(const struct lmaster *m)
 	char a[ADDR_STRLEN + RELAY_HOST_MAX];
 	struct addr to;
 	bool known = m->listed >= 0;
-	uint64_t checks = 0;
-
-	master_name(m, a, sizeof(a));
+	uint64_t checks = 0;	master_name(m, a, sizeof(a));
 	json_object_object_add(o, "master", json_object_new_string(a));
+	json_object_object_add(o, "family", json_object_new_string(family_name(m->family)));
 	json_object_object_add(o, "address",
-			       relay_heartbeat_master_addr(m->l->hb, m->i, &to)
+			       relay_heartbeat_master_addr(m->l->hb, m->i, m->family, &to)
 				       ? json_object_new_string(addr_str(&to, a, sizeof(a)))
 				       : NULL);
 	json_object_object_add(o, "request",
@@ -898,54 +978,62 @@ static struct json_object *master_json(const struct lmaster *m)
 struct json_object *relay_listing_json(const struct relay_listing *l)
 {
 	struct json_object *o = json_object_new_object(), *arr = json_object_new_array();
-	const struct relay_cfg *c = &l->r->cfg;
+	struct json_object *pubs = json_object_new_array();
+	const struct relay_server_cfg *c = l->c;
 	char a[ADDR_STRLEN];
 
-	json_object_object_add(o, "interval_s",
-			       json_object_new_int64(c->listing_interval_ms / 1000));
+	json_object_object_add(o, "interval_s", json_object_new_int64(c->listing_interval_ms / 1000));
 	json_object_object_add(o, "protocol",
 			       l->have_protocol ? json_object_new_int64(l->protocol) : NULL);
 	json_object_object_add(o, "game", l->game[0] ? json_object_new_string(l->game) : NULL);
-	if (c->public_on) {
-		struct addr p = c->public_addr;
+	/* With the front port filled in where none was given. */
+	for (size_t k = 0; k < c->npublic; k++) {
+		struct addr p = c->public_addr[k], front;
 
-		if (addr_port(&p) == 0)
-			addr_set_port(&p, addr_port(&c->listen));
-		json_object_object_add(o, "public_address",
-				       json_object_new_string(addr_str(&p, a, sizeof(a))));
-	} else {
-		json_object_object_add(o, "public_address", NULL);
+		if (addr_port(&p) == 0 && front_of(l->srv, addr_family(&p), &front))
+			addr_set_port(&p, addr_port(&front));
+		json_object_array_add(pubs, json_object_new_string(addr_str(&p, a, sizeof(a))));
 	}
-	for (size_t i = 0; i < l->nmasters; i++)
-		json_object_array_add(arr, master_json(&l->m[i]));
+	json_object_object_add(o, "public_addresses", pubs);
+	for (size_t i = 0; i < l->nmasters; i++) {
+		for (int f = 0; f < 2; f++) {
+			if (l->m[i][f].used)
+				json_object_array_add(arr, master_json(&l->m[i][f]));
+		}
+	}
 	json_object_object_add(o, "masters", arr);
 	return o;
 }
 
 /* ---- life ---- */
 
-struct relay_listing *relay_listing_new(struct relay *r, struct relay_heartbeat *hb)
+struct relay_listing *relay_listing_new(struct relay_server *srv, struct relay_heartbeat *hb)
 {
 	struct relay_listing *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
 		return NULL;
-	l->r = r;
+	l->r = srv->r;
+	l->srv = srv;
+	l->c = &srv->cfg;
 	l->hb = hb;
-	l->nmasters = r->cfg.nmasters;
-	l->last_kick_ms = -r->cfg.listing_interval_ms;
+	l->nmasters = srv->cfg.nmasters;
+	l->last_kick_ms = -srv->cfg.listing_interval_ms;
 	ev_timer_init(&l->round);
 	for (size_t i = 0; i < l->nmasters; i++) {
-		struct lmaster *m = &l->m[i];
+		for (int f = 0; f < 2; f++) {
+			struct lmaster *m = &l->m[i][f];
 
-		m->l = l;
-		m->i = i;
-		m->fd = -1;
-		m->listed = -1;
-		ev_timer_init(&m->timer);
+			m->l = l;
+			m->i = i;
+			m->family = f == 0 ? AF_INET : AF_INET6;
+			m->fd = -1;
+			m->listed = -1;
+			ev_timer_init(&m->timer);
+		}
 	}
 	/* The periodic round; the first heartbeat brings it forward. */
-	ev_timer_start(r->loop, &l->round, r->cfg.listing_interval_ms, on_round, l);
+	ev_timer_start(l->r->loop, &l->round, srv->cfg.listing_interval_ms, on_round, l);
 	return l;
 }
 
@@ -954,7 +1042,9 @@ void relay_listing_free(struct relay_listing *l)
 	if (l == NULL)
 		return;
 	ev_timer_stop(l->r->loop, &l->round);
-	for (size_t i = 0; i < l->nmasters; i++)
-		close_attempt(&l->m[i]);
+	for (size_t i = 0; i < l->nmasters; i++) {
+		close_attempt(&l->m[i][0]);
+		close_attempt(&l->m[i][1]);
+	}
 	free(l);
 }

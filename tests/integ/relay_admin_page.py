@@ -32,12 +32,11 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 
-from harness import (OOB, RELAY_BIN, TOKEN, Master, OAServer, Relay, check, first_token,
-                     http_raw, parse_addr, run, udp_socket_ports, wait_for)
+from harness import (OOB, RELAY_BIN, TOKEN, Master, OAServer, Relay, check, chromium,
+                     first_token, http_raw, parse_addr, run, udp_socket_ports, wait_for)
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -116,16 +115,12 @@ def http_checks(relay):
 
 def scenario(env):
     try:
-        from selenium import webdriver
         from selenium.common.exceptions import (NoAlertPresentException,
                                                 StaleElementReferenceException)
-        from selenium.webdriver.chrome.service import Service
         from selenium.webdriver.common.by import By
     except ImportError:
         check(False, "python3-selenium is missing: apt-get install python3-selenium "
               "chromium chromium-driver (tools/dev.sh installs them)")
-    for p in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
-        check(os.path.exists(p), "%s is missing: apt-get install chromium chromium-driver" % p)
 
     # A master's name is a metrics label and shown on the page: only host
     # names and IPs are taken.
@@ -166,20 +161,7 @@ def scenario(env):
     wait_for(lambda: relay.drops("filtered") >= 3, 5, "three rcon dropped as filtered")
 
     # ---- the browser ----
-    profile = tempfile.mkdtemp(prefix="chromium-", dir=env.dir)
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", "--user-data-dir=" + profile, "--window-size=1920,1080"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver",
-                                           log_path=os.path.join(env.dir, "chromedriver.log")),
-                           options=opts)
-    env.cleanups.append(drv.quit)
-    env.cleanups.append(lambda: shutil.rmtree(profile, ignore_errors=True))
-    drv.set_page_load_timeout(20)
+    drv = chromium(env, performance_log=True)
     perf = []  # every performance log entry, kept: get_log drains the buffer
 
     def perf_log():
