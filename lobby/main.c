@@ -762,7 +762,9 @@ int main(int argc, char **argv)
 			 (unsigned long long)st.rx, (unsigned long long)st.tx,
 			 (unsigned long long)st.bad_seal, (unsigned long long)st.replayed);
 	}
-	/* Clean up what we left outside: the router's mappings, the list. */
+	/* The last words over the TCP links too, then clean up what we left
+	 * outside: the router's mappings, the list. */
+	lobby_dual_drain(l, 500);
 	lobby_rv_leave_sync(l, 2000);
 	lobby_observe_unmap(l, 3000);
 out:

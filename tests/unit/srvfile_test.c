@@ -246,8 +246,8 @@ static void refusals(void)
 	/* Hosts are names or literals: nothing that breaks HOST:PORT again
 	 * (found by fuzz_srvfile: "[[1]:2" read as the host "[1"). */
 	refused("[server a]\nserver = [[1]:2\n", 2, "server: expected HOST:PORT");
-	refused("[server a]\nmaster=#h:1\n", 2, "master: expected HOST:PORT");
-	refused("[server a]\nmaster = a b:1\n", 2, "master: expected HOST:PORT");
+	refused("[server a]\nmaster=#h:1\n", 2, "master: not a host name or an IP address");
+	refused("[server a]\nmaster = a b:1\n", 2, "master: not a host name or an IP address");
 	CHECK_EQ_INT(parse("[server a]\nlisten = 127.0.0.1:1\nserver = [fe80::1%lo]:2\n"
 			   "master = [::1]:3\nmaster = my_master-1.example:4\n",
 			   &(struct cfg_err){0}),
