@@ -107,7 +107,7 @@ struct lmaster {
 	size_t i;   /* --master order */
 	int family; /* AF_INET, AF_INET6 */
 	bool used;  /* checked at least once: shown in /healthz, /metrics */
-/* The check under way. */
+		    /* The check under way. */
 	bool running;
 	unsigned attempt;
 	enum lo prev; /* the previous attempt's outcome */
@@ -431,7 +431,8 @@ static void close_attempt(struct lmaster *m)
 static void round_done(struct relay_listing *l)
 {
 	long long now = ev_now(l->r->loop);
-	bool down = false;	for (size_t i = 0; i < l->nmasters; i++)
+	bool down = false;
+	for (size_t i = 0; i < l->nmasters; i++)
 		down = down || l->m[i][0].listed == 0 || l->m[i][1].listed == 0;
 	if (l->hb != NULL &&
 	    (l->lost_this_round || (down && now - l->last_kick_ms >= l->c->listing_interval_ms))) {
@@ -447,11 +448,12 @@ static void finish(struct lmaster *m, enum lo o)
 {
 	struct relay_listing *l = m->l;
 	long long now_ms = ev_now(l->r->loop), wall = (long long)time(NULL);
-	int listed = o == LO_LISTED;	char name[RELAY_HOST_MAX + 32], seen[ADDR_STRLEN],
+	int listed = o == LO_LISTED;
+	char name[RELAY_HOST_MAX + 32], seen[ADDR_STRLEN],
 		cands[RELAY_LISTING_CANDIDATES * (ADDR_STRLEN + 1)];
 	char sn[RELAY_NAME_MAX + 16];
 	size_t cl = 0;
-close_attempt(m);
+	close_attempt(m);
 	m->running = false;
 	m->checks[o]++;
 	m->have_outcome = true;
@@ -472,7 +474,8 @@ close_attempt(m);
 		m->have_error = true;
 		m->error = o;
 		m->error_at = wall;
-	}	master_name(m, name, sizeof(name));
+	}
+	master_name(m, name, sizeof(name));
 	snprintf(name + strlen(name), sizeof(name) - strlen(name), " family=%s",
 		 family_name(m->family));
 	relay_server_logname(l->srv, sn, sizeof(sn));
@@ -485,7 +488,8 @@ close_attempt(m);
 
 		srv_str(&m->cand[k], a, sizeof(a));
 		cl += (size_t)snprintf(cands + cl, sizeof(cands) - cl, "%s%s", k ? "," : "", a);
-	}	if (m->listed == listed) {
+	}
+	if (m->listed == listed) {
 		log_debug("listing-check master=%s outcome=%s servers=%zu match=%s%s", name,
 			  lo_names[o], m->a.servers, relay_listing_match_name(m->match), sn);
 	} else if (listed && m->listed < 0) {
@@ -701,7 +705,8 @@ static int open_socket(const struct lmaster *m, const struct addr *front)
 }
 
 static void start_attempt(struct lmaster *m)
-{	struct relay_listing *l = m->l;
+{
+	struct relay_listing *l = m->l;
 	const struct relay_server_cfg *c = l->c;
 	uint8_t pkt[RELAY_LISTING_REQ_MAX + Q3_OOB_PREFIX_LEN];
 	struct addr front;
@@ -723,7 +728,8 @@ static void start_attempt(struct lmaster *m)
 		return;
 	}
 	snprintf(m->request, sizeof(m->request), "%.*s", len - Q3_OOB_PREFIX_LEN,
-		 (const char *)pkt + Q3_OOB_PREFIX_LEN);	relay_listing_self_init(&m->self, &front, public_of(c, m->family), &m->to);
+		 (const char *)pkt + Q3_OOB_PREFIX_LEN);
+	relay_listing_self_init(&m->self, &front, public_of(c, m->family), &m->to);
 	if (m->self.rule == RELAY_MATCH_LOCAL)
 		local_addrs(&m->self, m->family);
 	m->deadline_ms = ev_now(l->r->loop) + c->listing_timeout_ms;
@@ -759,7 +765,8 @@ static void start_attempt(struct lmaster *m)
 
 static void on_round(struct ev_timer *t, void *arg)
 {
-	struct relay_listing *l = arg;	struct lmaster *go[RELAY_MAX_MASTERS * 2];
+	struct relay_listing *l = arg;
+	struct lmaster *go[RELAY_MAX_MASTERS * 2];
 	size_t n = 0;
 
 	ev_timer_start(l->r->loop, t, l->c->listing_interval_ms, on_round, l);
@@ -800,9 +807,11 @@ void relay_listing_heartbeat_sent(struct relay_listing *l, bool alive)
 {
 	if (l == NULL)
 		return;
-	if (alive && (!l->ever_alive || !l->last_alive || l->recheck)) {		long long at = ev_now(l->r->loop) + l->c->listing_delay_ms;
+	if (alive && (!l->ever_alive || !l->last_alive || l->recheck)) {
+		long long at = ev_now(l->r->loop) + l->c->listing_delay_ms;
 
-		if (!ev_timer_armed(&l->round) || l->round.deadline_ms > at)			ev_timer_start(l->r->loop, &l->round, l->c->listing_delay_ms, on_round, l);
+		if (!ev_timer_armed(&l->round) || l->round.deadline_ms > at)
+			ev_timer_start(l->r->loop, &l->round, l->c->listing_delay_ms, on_round, l);
 		l->recheck = false;
 	}
 	l->ever_alive = l->ever_alive || alive;
@@ -811,9 +820,21 @@ void relay_listing_heartbeat_sent(struct relay_listing *l, bool alive)
 
 /* ---- reporting ---- */
 
-/* Calls fn for every checked (master, family) of every server of r, with
- * its label set. */
-static void each_unit(const struct relay *r,
+/* A (master, family) shown in /healthz and /metrics: checked once, or a
+ * heartbeat of that family went to the master (so its counters are there,
+ * at zero, before the first check). */
+static bool shown(const struct lmaster *m)
+{
+	struct addr a;
+
+	return m->used || (relay_proxy_can_send(m->l->srv->proxy, m->family) &&
+			   relay_heartbeat_master_addr(m->l->hb, m->i, m->family, &a));
+}
+
+/* Calls fn for every (master, family) shown of every server of r, with its
+ * label set; with all, for every family the front sends in too (counters
+ * start at zero, before any heartbeat resolved the master). */
+static void each_unit(const struct relay *r, bool all,
 		      void (*fn)(const struct lmaster *, const char *labels, void *), void *arg)
 {
 	for (size_t k = 0; k < r->nservers; k++) {
@@ -825,7 +846,8 @@ static void each_unit(const struct relay *r,
 				char name[RELAY_HOST_MAX + 8], more[RELAY_HOST_MAX + 48];
 				char lb[RELAY_HOST_MAX + 128];
 
-				if (!m->used)
+				if (!shown(m) &&
+				    !(all && relay_proxy_can_send(l->srv->proxy, m->family)))
 					continue;
 				master_name(m, name, sizeof(name));
 				snprintf(more, sizeof(more), "master=\"%s\",family=\"%s\"", name,
@@ -918,7 +940,7 @@ void relay_listing_metrics(const struct relay *r, struct strbuf *out)
 
 		strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", fams[w].name, fams[w].help,
 			      fams[w].name, fams[w].type);
-		each_unit(r, metric_line, &x);
+		each_unit(r, w == M_CHECKS || w == M_DROPS, metric_line, &x);
 	}
 }
 
@@ -933,7 +955,8 @@ static struct json_object *master_json(const struct lmaster *m)
 	char a[ADDR_STRLEN + RELAY_HOST_MAX];
 	struct addr to;
 	bool known = m->listed >= 0;
-	uint64_t checks = 0;	master_name(m, a, sizeof(a));
+	uint64_t checks = 0;
+	master_name(m, a, sizeof(a));
 	json_object_object_add(o, "master", json_object_new_string(a));
 	json_object_object_add(o, "family", json_object_new_string(family_name(m->family)));
 	json_object_object_add(o, "address",
@@ -982,7 +1005,8 @@ struct json_object *relay_listing_json(const struct relay_listing *l)
 	const struct relay_server_cfg *c = l->c;
 	char a[ADDR_STRLEN];
 
-	json_object_object_add(o, "interval_s", json_object_new_int64(c->listing_interval_ms / 1000));
+	json_object_object_add(o, "interval_s",
+			       json_object_new_int64(c->listing_interval_ms / 1000));
 	json_object_object_add(o, "protocol",
 			       l->have_protocol ? json_object_new_int64(l->protocol) : NULL);
 	json_object_object_add(o, "game", l->game[0] ? json_object_new_string(l->game) : NULL);
@@ -997,7 +1021,7 @@ struct json_object *relay_listing_json(const struct relay_listing *l)
 	json_object_object_add(o, "public_addresses", pubs);
 	for (size_t i = 0; i < l->nmasters; i++) {
 		for (int f = 0; f < 2; f++) {
-			if (l->m[i][f].used)
+			if (shown(&l->m[i][f]))
 				json_object_array_add(arr, master_json(&l->m[i][f]));
 		}
 	}

@@ -717,9 +717,9 @@ void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct str
 			      c->heartbeat_tag, c->flatline_tag, c->heartbeat_interval_ms / 1000,
 			      c->query_budget, c->session_timeout_ms / 1000, c->probe_timeout_ms,
 			      c->max_sessions, c->unconfirmed_timeout_ms / 1000);
-		strbuf_printf(out, "listing-interval=%lld\nlisting-delay=%lld\nlisting-timeout=%lld\n",
-			      c->listing_interval_ms / 1000, c->listing_delay_ms,
-			      c->listing_timeout_ms);
+		strbuf_printf(
+			out, "listing-interval=%lld\nlisting-delay=%lld\nlisting-timeout=%lld\n",
+			c->listing_interval_ms / 1000, c->listing_delay_ms, c->listing_timeout_ms);
 		for (size_t k = 0; k < c->npublic; k++) {
 			/* addr_str writes port 0 too; a bare IP reads back as it. */
 			if (addr_port(&c->public_addr[k]) == 0)

@@ -27,7 +27,7 @@ def healthz(relay):
 
 def master_row(relay, mport):
     rows = [r for r in healthz(relay)["listing"]["masters"]
-            if r["master"] == "127.0.0.1:%d" % mport]
+            if r["master"] == "127.0.0.1:%d" % mport and r["family"] == "ipv4"]
     check(len(rows) == 1, "healthz rows: %r" % rows)
     return rows[0]
 
@@ -44,7 +44,7 @@ def scenario(env):
     name = "127.0.0.1:%d" % mport
 
     # Listed: the first check, --listing-delay after the first heartbeat.
-    relay.wait_line(r"listing-confirmed master=%s match=bind_address seen-as=%s$" %
+    relay.wait_line(r"listing-confirmed master=%s family=ipv4 match=bind_address seen-as=%s$" %
                     (re.escape(name), re.escape(front)), 20)
     row = master_row(relay, mport)
     check(row["listed"] is True and row["outcome"] == "listed", "healthz: %r" % row)
@@ -57,21 +57,21 @@ def scenario(env):
     check(isinstance(listed_since, int) and listed_since > 0, "since: %r" % row)
     lst = healthz(relay)["listing"]
     check(lst["protocol"] == 71 and lst["game"] == "Quake3Arena" and lst["interval_s"] == 3 and
-          lst["public_address"] is None, "listing: %r" % lst)
+          lst["public_addresses"] == [], "listing: %r" % lst)
     met = relay.metrics()
-    lbl = '{master="%s"}' % name
+    lbl = '{master="%s",family="ipv4"}' % name
     check(met["rally_relay_master_listed" + lbl] == 1, "listed metric")
     check(met["rally_relay_master_listing_weak" + lbl] == 0, "weak metric")
     check(met["rally_relay_master_listing_since_timestamp_seconds" + lbl] == listed_since,
           "since metric")
     check(met["rally_relay_master_listing_servers" + lbl] == 1, "servers metric")
-    check(met['rally_relay_master_listing_checks_total{master="%s",outcome="listed"}' % name] >= 1,
+    check(met['rally_relay_master_listing_checks_total{master="%s",family="ipv4",outcome="listed"}' % name] >= 1,
           "checks metric")
 
     # Checks go on without a line each: wait for two more, then count.
-    n0 = met['rally_relay_master_listing_checks_total{master="%s",outcome="listed"}' % name]
+    n0 = met['rally_relay_master_listing_checks_total{master="%s",family="ipv4",outcome="listed"}' % name]
     wait_for(lambda: relay.metrics()[
-        'rally_relay_master_listing_checks_total{master="%s",outcome="listed"}' % name] >= n0 + 2,
+        'rally_relay_master_listing_checks_total{master="%s",family="ipv4",outcome="listed"}' % name] >= n0 + 2,
         15, "two more checks")
     check(len(relay.grep(r"listing-(confirmed|regained|lost|missing)")) == 1,
           "a line per check: %r" % relay.grep(r"listing-"))
@@ -87,10 +87,10 @@ def scenario(env):
                 state_dir=os.path.join(env.dir, "master2-state"), name="master2")
     check(m2.udp_addr[1] == mport, "same port")
     # The check between the two masters may have gone unanswered.
-    lost = relay.wait_line(r"listing-lost master=%s reason=(not_listed|no_answer) "
+    lost = relay.wait_line(r"listing-lost master=%s family=ipv4 reason=(not_listed|no_answer) "
                            r"rule=bind_address listed-for=\d+s candidates=none$" % re.escape(name),
                            15, start=start)
-    relay.wait_line(r"listing-regained master=%s match=bind_address seen-as=%s after=\d+s$" %
+    relay.wait_line(r"listing-regained master=%s family=ipv4 match=bind_address seen-as=%s after=\d+s$" %
                     (re.escape(name), re.escape(front)), 15, start=start)
     # It came back through a heartbeat the relay sent early, not its own
     # 300 s cycle.
@@ -104,14 +104,14 @@ def scenario(env):
     # The master delists the server itself (expiry): "not in the list".
     start = len(relay.output())
     m2.wait_line(r"q3-delisted server=%s game=Quake3Arena reason=expired" % re.escape(front), 15)
-    relay.wait_line(r"listing-lost master=%s reason=not_listed rule=bind_address "
+    relay.wait_line(r"listing-lost master=%s family=ipv4 reason=not_listed rule=bind_address "
                     r"listed-for=\d+s candidates=none$" % re.escape(name), 10, start=start)
 
     # Counted by outcome, then put back by the early heartbeat.
     met = relay.metrics()
-    check(met['rally_relay_master_listing_checks_total{master="%s",outcome="not_listed"}' % name]
+    check(met['rally_relay_master_listing_checks_total{master="%s",family="ipv4",outcome="not_listed"}' % name]
           >= 1, "not_listed counted")
-    relay.wait_line(r"listing-regained master=%s match=bind_address seen-as=%s after=\d+s$" %
+    relay.wait_line(r"listing-regained master=%s family=ipv4 match=bind_address seen-as=%s after=\d+s$" %
                     (re.escape(name), re.escape(front)), 15, start=start)
     check(relay.grep(r"heartbeat-early reason=not-listed", start=start), "early heartbeat")
     env.daemons_alive(m2, relay, oa)

@@ -132,13 +132,13 @@ def scenario(env):
 
     def checks(outcome):
         return relay.metrics().get(
-            'rally_relay_master_listing_checks_total{master="%s",outcome="%s"}' % (name, outcome), 0)
+            'rally_relay_master_listing_checks_total{master="%s",family="ipv4",outcome="%s"}' % (name, outcome), 0)
 
     def drops(reason):
         return relay.metrics().get(
-            'rally_relay_master_listing_drops_total{master="%s",reason="%s"}' % (name, reason), 0)
+            'rally_relay_master_listing_drops_total{master="%s",family="ipv4",reason="%s"}' % (name, reason), 0)
 
-    relay.wait_line(r"listing-confirmed master=%s match=bind_address seen-as=%s$" % (name, front),
+    relay.wait_line(r"listing-confirmed master=%s family=ipv4 match=bind_address seen-as=%s$" % (name, front),
                     20)
     check(m.front == relay.addr[1], "front learnt from the heartbeat: %r" % m.front)
     req, src = m.requests[0]
@@ -156,7 +156,7 @@ def scenario(env):
     # An endless answer holding our address: never a listing.
     start = len(relay.output())
     row = expect("endless", "too_long")
-    relay.wait_line(r"listing-lost master=%s reason=too_long rule=bind_address" % name, 5,
+    relay.wait_line(r"listing-lost master=%s family=ipv4 reason=too_long rule=bind_address" % name, 5,
                     start=start)
     check(relay.grep(r"heartbeat-early reason=not-listed", start=start), "early heartbeat")
 
@@ -186,7 +186,7 @@ def scenario(env):
     # comes in three datagrams, the one with the mark first.
     start = len(relay.output())
     m.mode = "big"
-    relay.wait_line(r"listing-regained master=%s match=bind_address seen-as=%s after=\d+s$" %
+    relay.wait_line(r"listing-regained master=%s family=ipv4 match=bind_address seen-as=%s after=\d+s$" %
                     (name, front), 15, start=start)
     check(len(relay.grep(r"listing-(lost|missing) master=")) == 1, "loss lines: %r" % relay.grep("listing-"))
     row, _ = healthz_row(relay, name)
@@ -199,14 +199,14 @@ def scenario(env):
     relay2 = Relay(env, oa.addr, name="relay2", args=[
         "--master", name2, "--heartbeat-tag", "QuakeArena-1", "--public-address", "127.0.0.9",
         "--listing-interval", "2", "--listing-delay", "300", "--listing-timeout", "800"])
-    relay2.wait_line(r"listing-missing master=%s reason=not_listed rule=public_address "
+    relay2.wait_line(r"listing-missing master=%s family=ipv4 reason=not_listed rule=public_address "
                      r"candidates=127\.0\.0\.1:%d$" % (name2, relay2.addr[1]), 20)
     row, lst = healthz_row(relay2, name2)
-    check(lst["public_address"] == "127.0.0.9:%d" % relay2.addr[1], "public: %r" % lst)
+    check(lst["public_addresses"] == ["127.0.0.9:%d" % relay2.addr[1]], "public: %r" % lst)
     check(row["listed"] is False and row["rule"] == "public_address", "row: %r" % row)
     check(row["candidates"] == ["127.0.0.1:%d" % relay2.addr[1]], "candidates: %r" % row)
     m2.listed_ip = "127.0.0.9"
-    relay2.wait_line(r"listing-regained master=%s match=public_address seen-as=127\.0\.0\.9:%d " %
+    relay2.wait_line(r"listing-regained master=%s family=ipv4 match=public_address seen-as=127\.0\.0\.9:%d " %
                      (name2, relay2.addr[1]), 15)
     env.daemons_alive(relay, relay2, oa)
     check(relay.stop() == 0 and relay2.stop() == 0, "relay exit status")

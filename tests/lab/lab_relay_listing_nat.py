@@ -73,7 +73,7 @@ def scenario(env):
     port = 27960
     r1 = relay("bind", "%s:%d" % (h.addr, port), 8080)
     lab.master.wait_line(r"q3-listed server=%s:%d game=Quake3Arena" % (re.escape(wan), port), 20)
-    r1.wait_line(r"listing-missing master=%s reason=not_listed rule=bind_address "
+    r1.wait_line(r"listing-missing master=%s family=ipv4 reason=not_listed rule=bind_address "
                  r"candidates=%s:%d$" % (re.escape(name), re.escape(wan), port), 20)
     r = row(8080)
     check(r["listed"] is False and r["rule"] == "bind_address" and
@@ -84,7 +84,7 @@ def scenario(env):
     # --public-address: the WAN address is ours.
     port = 27962
     r2 = relay("public", "%s:%d" % (h.addr, port), 8081, ["--public-address", wan])
-    r2.wait_line(r"listing-confirmed master=%s match=public_address seen-as=%s:%d$" %
+    r2.wait_line(r"listing-confirmed master=%s family=ipv4 match=public_address seen-as=%s:%d$" %
                  (re.escape(name), re.escape(wan), port), 20)
     r = row(8081)
     check(r["listed"] is True and r["weak"] is False and r["rule"] == "public_address" and
@@ -94,7 +94,7 @@ def scenario(env):
     # The wildcard: h's own addresses are not listed; the port alone is.
     port = 27964
     r3 = relay("any", "0.0.0.0:%d" % port, 8082)
-    r3.wait_line(r"listing-confirmed master=%s match=port_only seen-as=%s:%d weak=port-only$" %
+    r3.wait_line(r"listing-confirmed master=%s family=ipv4 match=port_only seen-as=%s:%d weak=port-only$" %
                  (re.escape(name), re.escape(wan), port), 20)
     r = row(8082)
     check(r["listed"] is True and r["weak"] is True and r["rule"] == "local_address" and
