@@ -55,6 +55,7 @@ static const char *const join_names[LOBBY_JOIN_N] = {"accepted", "version", "ful
 static const char *const left_names[LOBBY_LEFT_N] = {"left", "silent", "version"};
 static const char *const dir_names[LOBBY_DIR_N] = {"from_peer", "to_peer", "from_game", "to_game"};
 static const char *const round_names[LOBBY_ROUND_N] = {"ok", "failed", "nobody", "aborted"};
+static const char *const upload_names[LOBBY_UPLOAD_N] = {"stored", "failed", "dropped"};
 
 const char *lobby_metrics_path_name(enum lobby_metrics_path p)
 {
@@ -271,6 +272,11 @@ void lobby_metrics_render(const struct lobby *l, struct strbuf *b)
 			 "Save bytes sent, by transport (UDP chunks, the bulk TCP stream).",
 			 "transport", tr, bytes, 2);
 	}
+	labelled(b, "rally_lobby_uploads_total", "counter",
+		 "A relay lobby's uploads of the world by its leader, by outcome: stored (verified "
+		 "and kept), failed (the receiver gave up), dropped (the leader left, or nothing "
+		 "came for 30 s).",
+		 "outcome", upload_names, c->uploads, LOBBY_UPLOAD_N);
 	{
 		static const char *const ev[] = {"accepted", "refused", "timeout", "too_many"};
 		uint64_t v[] = {c->bulk_accepted, c->bulk_refused, c->bulk_timeouts,

@@ -70,6 +70,14 @@ enum lobby_metrics_round {
 	LOBBY_ROUND_N
 };
 
+/* A leader's upload of the world to a relay lobby. */
+enum lobby_metrics_upload {
+	LOBBY_UPLOAD_STORED,  /* verified and kept as the stored world */
+	LOBBY_UPLOAD_FAILED,  /* the receiver gave up (hashes, size, retries) */
+	LOBBY_UPLOAD_DROPPED, /* the leader left, or nothing came for 30 s */
+	LOBBY_UPLOAD_N
+};
+
 struct lobby_counters {
 	uint64_t peers[LOBBY_PATH_N]; /* a gauge: in the host's table now */
 	uint64_t joins[LOBBY_JOIN_N];
@@ -84,6 +92,7 @@ struct lobby_counters {
 	uint64_t rounds[LOBBY_ROUND_N];
 	uint64_t targets_done, targets_failed;
 	uint64_t save_bytes_udp, save_bytes_tcp; /* chunk bytes sent */
+	uint64_t uploads[LOBBY_UPLOAD_N];        /* a relay lobby's */
 	/* the bulk TCP listener (lobby_bulk) */
 	uint64_t bulk_accepted, bulk_refused, bulk_timeouts, bulk_too_many;
 	long long start_s; /* Unix time the process started */

@@ -14,7 +14,8 @@ accepted 3, frames and bytes from peers are what the bridges sent, each
 went on to the two others, knocks answered; /metrics answers all along
 while the frames flow. A joiner of another protocol version is refused
 (joins version 1). bob leaves: the gauge drops to 2 and peers_left
-reason left counts him. Bad input at the metrics port (garbage, a request
+reason left counts him. alice, leading, uploads a world: the upload is
+stored, the round to carol ok, its bytes counted. Bad input at the metrics port (garbage, a request
 head over libmicrohttpd's 16 KiB, a flood of idle connections over the
 cap, POST, unknown paths) gets errors or a close, and disturbs nothing:
 the lobby keeps its players and frames flow again. The master stopped,
@@ -38,6 +39,7 @@ from harness import (LOBBY_BIN, Bridge, Lobby, Master, check, http, parse_metric
 
 FRAMES = 300
 SIZE = 64
+SAVE = 1 << 20
 
 
 def metrics_port(lobby):
@@ -202,6 +204,35 @@ def scenario(env):
     mt = scrape(port)[1]
     check(mt['rally_lobby_peers_left_total{reason="left"}'] == 1, "bob left")
     check(mt['rally_lobby_peers_left_total{reason="silent"}'] == 0, "nobody silent")
+
+    # alice leads: her START GAME uploads a world, the relay keeps it and
+    # sends it to carol.
+    save = os.path.join(env.dir, "saves", "world.sav")
+    os.makedirs(os.path.dirname(save))
+    with open(save, "wb") as f:
+        f.write(os.urandom(SAVE))
+    with open(save + ".lua", "w") as f:
+        f.write('return { ["lockstep.lua"] = { }, }\n')
+    joiners["alice"].command(cmd="start", save=save)
+    for n in ("alice", "carol"):
+        joiners[n].wait_event(lambda e: e == {"type": "start", "save": True}, 60,
+                              "%s's start" % n)
+    mt = wait_for(lambda: (lambda mt: mt if mt['rally_lobby_save_rounds_total{outcome="ok"}'] == 1
+                           else None)(scrape(port)[1]), 10, "the round counted")
+    check(mt['rally_lobby_uploads_total{outcome="stored"}'] == 1, "the upload stored")
+    check(mt['rally_lobby_uploads_total{outcome="failed"}'] == 0, "no upload failed")
+    check(mt['rally_lobby_save_targets_total{outcome="done"}'] == 1, "carol served: %r" %
+          mt['rally_lobby_save_targets_total{outcome="done"}'])
+    check(mt['rally_lobby_save_rounds_total{outcome="failed"}'] == 0, "no round failed")
+    sent_bytes = (mt['rally_lobby_save_bytes_sent_total{transport="udp"}'] +
+                  mt['rally_lobby_save_bytes_sent_total{transport="tcp"}'])
+    check(sent_bytes >= SAVE, "save bytes sent %d of %d" % (sent_bytes, SAVE))
+    check(mt['rally_lobby_bulk_connections_total{event="accepted"}'] >= 1,
+          "the bulk listener took the upload or carol's pull")
+    env.log("save: %d bytes to carol (udp %d, tcp %d); bulk connections %d" % (
+        SAVE, mt['rally_lobby_save_bytes_sent_total{transport="udp"}'],
+        mt['rally_lobby_save_bytes_sent_total{transport="tcp"}'],
+        mt['rally_lobby_bulk_connections_total{event="accepted"}']))
 
     # Bad input at the metrics port.
     out = raw_tcp(port, b"\x00\xff garbage \r\n\r\n" * 4)
