@@ -192,8 +192,9 @@ void lobby_metrics_render(const struct lobby *l, struct strbuf *b)
 		 path_names, c->peers, LOBBY_PATH_N);
 	labelled(b, "rally_lobby_joins_total", "counter",
 		 "Joins at this lobby by outcome: accepted (a new player), refused for another "
-		 "version or a full lobby, or a frame under another key (wrong password, told "
-		 "every 2 s at most per address).",
+		 "version or a full lobby (each join request refused: a joiner may ask again "
+		 "every 3 s), or a frame under another key (wrong password, told every 2 s at "
+		 "most per address).",
 		 "outcome", join_names, c->joins, LOBBY_JOIN_N);
 	labelled(b, "rally_lobby_peers_left_total", "counter",
 		 "Peers gone from the lobby, by reason: left (said so), silent (nothing for 10 "
