@@ -438,6 +438,25 @@ int lobby_metrics_start(struct lobby *l)
 	return 0;
 }
 
+void lobby_metrics_reload(struct lobby *l)
+{
+	struct lobby_metrics *m = l->metrics;
+	uint8_t h[crypto_generichash_BYTES];
+
+	if (m == NULL || !m->has_token) {
+		log_info("reload-nothing reason=\"no --metrics-token-file\"");
+		return;
+	}
+	if (token_load(l->cfg.metrics_token_file, h) < 0) {
+		log_warnx("metrics-token-reload-refused file=%s kept=old",
+			  l->cfg.metrics_token_file);
+		return;
+	}
+	memcpy(m->token_hash, h, sizeof(h));
+	sodium_memzero(h, sizeof(h));
+	log_info("metrics-token-reloaded file=%s", l->cfg.metrics_token_file);
+}
+
 void lobby_metrics_free(struct lobby *l)
 {
 	struct lobby_metrics *m = l->metrics;

@@ -112,6 +112,9 @@ int lobby_metrics_check_token(const char *path);
  */
 int lobby_metrics_start(struct lobby *l);
 void lobby_metrics_free(struct lobby *l);
+/* SIGHUP: reads --metrics-token-file again; a file that fails its checks
+ * keeps the old token (logged). */
+void lobby_metrics_reload(struct lobby *l);
 
 /* The /metrics text of l into b (for the endpoint and the tests). */
 void lobby_metrics_render(const struct lobby *l, struct strbuf *b);

@@ -463,6 +463,14 @@ static void on_stop(struct daemon *d, void *arg)
 		lobby_exit(l, 0);
 }
 
+/* SIGHUP: the metrics token file again (the rest comes from the command
+ * line). */
+static void on_reload(struct daemon *d, void *arg)
+{
+	(void)d;
+	lobby_metrics_reload(arg);
+}
+
 static void print_code(const struct joincode *c)
 {
 	char a[ADDR_STRLEN];
@@ -723,7 +731,7 @@ int main(int argc, char **argv)
 	}
 	l->loop = d->loop;
 	l->ctr.start_s = (long long)time(NULL);
-	daemon_set_handlers(d, on_stop, NULL, l);
+	daemon_set_handlers(d, on_stop, on_reload, l);
 	randombytes_buf(sess, sizeof(sess));
 	sodium_bin2hex(l->session, sizeof(l->session), sess, sizeof(sess));
 	l->curl = curlev_new(l->loop);

@@ -31,6 +31,7 @@ import http.client as httpclient
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -331,6 +332,21 @@ def scenario(env):
     st, h, _ = http("GET", "http://127.0.0.1:%d/healthz" % p3)
     check(st == 200 and h["role"] == "host", "healthz open: %r" % h)
     h3.wait_line(r"metrics-unauthorized peer=127\.0\.0\.1:\d+", 5)
+    # A token rotated: SIGHUP takes the new one; a bad file keeps it.
+    tok2 = "rotated-" + tok
+    with open(good, "w") as f:
+        f.write(tok2 + "\n")
+    h3.signal(signal.SIGHUP)
+    h3.wait_line(r"metrics-token-reloaded file=", 5)
+    st, _, _ = http("GET", "http://127.0.0.1:%d/metrics" % p3, token=tok)
+    check(st == 401, "the old token after the rotation -> %s" % st)
+    scrape(p3, token=tok2)
+    with open(good, "w") as f:
+        f.write("short\n")
+    h3.signal(signal.SIGHUP)
+    h3.wait_line(r"metrics-token-reload-refused file=\S+ kept=old", 5)
+    scrape(p3, token=tok2)
+    tok = tok2
     code3 = h3.wait_code()
     dave = Lobby(env, "join", code=code3, name="dave", args=["--rendezvous", url])
     dave.wait_status("connected", "^joined the host$", timeout=30)
