@@ -23,9 +23,10 @@ the announcements and polls are counted failed.
 
 Then the flags: a non-loopback --metrics without a token file is refused
 at start with a clear message (exit 2, nothing bound); a token shorter
-than 32 characters is refused naming the file (exit 1); with a token file,
-/metrics without or with a wrong token is 401 (counted), the right one 200,
-/healthz open."""
+than 32 characters is refused naming the file (exit 1), a taken metrics
+port too (before ready); with a token file, /metrics without or with a
+wrong token is 401 (counted), the right one 200, /healthz open; SIGHUP
+takes a rotated token and keeps the old one when the new file is bad."""
 
 import http.client as httpclient
 import os
@@ -332,6 +333,12 @@ def scenario(env):
     st, h, _ = http("GET", "http://127.0.0.1:%d/healthz" % p3)
     check(st == 200 and h["role"] == "host", "healthz open: %r" % h)
     h3.wait_line(r"metrics-unauthorized peer=127\.0\.0\.1:\d+", 5)
+    # Its port taken: a second lobby says so and stops before binding anything.
+    clash = Lobby(env, "host", name="clash", wait_ready=False, args=[
+        "--metrics", "127.0.0.1:%d" % p3])
+    check(clash.wait_exit(10) == 1, "a taken metrics port stops the start")
+    check(clash.grep(r"metrics-bind-fail metrics=127\.0\.0\.1:%d: Address already in use" % p3)
+          and not clash.grep(r"^ready "), "the reason, before ready: %r" % clash.output()[-4:])
     # A token rotated: SIGHUP takes the new one; a bad file keeps it.
     tok2 = "rotated-" + tok
     with open(good, "w") as f:
