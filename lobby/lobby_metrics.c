@@ -253,8 +253,9 @@ void lobby_metrics_render(const struct lobby *l, struct strbuf *b)
 	    "When the master last took an announcement (Unix time; 0: never).",
 	    (unsigned long long)c->publish_last_ok_s);
 	one(b, "rally_lobby_publish_enabled", "gauge",
-	    "1 when the lobby is to be listed (--publish URL --public).",
-	    l->cfg.publish_url[0] != '\0' && l->cfg.public_);
+	    "1 while the lobby is to be listed (--publish URL --public, or the game's publish "
+	    "command).",
+	    c->publishing);
 
 	labelled(b, "rally_lobby_save_rounds_total", "counter",
 		 "Save transfer rounds by outcome: ok (the players that stayed verified the "

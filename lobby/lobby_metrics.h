@@ -14,6 +14,7 @@
 #ifndef LOBBY_METRICS_H
 #define LOBBY_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct lobby;
@@ -89,6 +90,7 @@ struct lobby_counters {
 	/* the master's list: /announce (every 10 s while published) */
 	uint64_t publish_ok, publish_failed;
 	long long publish_last_ok_s; /* Unix time, 0: never */
+	bool publishing;             /* announcing now (--public, the publish command) */
 	uint64_t rounds[LOBBY_ROUND_N];
 	uint64_t targets_done, targets_failed;
 	uint64_t save_bytes_udp, save_bytes_tcp; /* chunk bytes sent */

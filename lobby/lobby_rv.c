@@ -649,6 +649,7 @@ void lobby_rv_publish(struct lobby *l, bool on)
 	if (r == NULL || l->cfg.publish_url[0] == '\0' || on == r->publishing)
 		return;
 	r->publishing = on;
+	l->ctr.publishing = on;
 	if (on) {
 		ev_timer_start(l->loop, &r->pub_timer, 0, on_publish, r);
 		log_info("publish master=%s", l->cfg.publish_url);
@@ -686,6 +687,7 @@ void lobby_rv_leave_sync(struct lobby *l, long timeout_ms)
 	if (r == NULL || !r->publishing)
 		return;
 	r->publishing = false;
+	l->ctr.publishing = false;
 	ev_timer_stop(l->loop, &r->pub_timer);
 	post_leave(r);
 	if (r->pub_req == NULL)

@@ -100,8 +100,7 @@ static void render(void)
 	l.ctr.uploads[LOBBY_UPLOAD_DROPPED] = 4;
 	l.ctr.publish_failed = 5;
 	l.ctr.publish_last_ok_s = 1796626100;
-	snprintf(l.cfg.publish_url, sizeof(l.cfg.publish_url), "http://127.0.0.1:1");
-	l.cfg.public_ = true;
+	l.ctr.publishing = true;
 	strbuf_init(&b, 1 << 20);
 	lobby_metrics_render(&l, &b);
 	CHECK(b.p != NULL);
