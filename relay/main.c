@@ -19,6 +19,7 @@
 #include "banlist.h"
 #include "daemon.h"
 #include "log.h"
+#include "num.h"
 #include "relay.h"
 #include "relay_keys.h"
 
@@ -66,6 +67,33 @@ static const char usage[] =
 	"\n";
 
 /* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_qcache[] =
+	"QUERIES AND ATTACKS (docs/relay.md, \"Queries, budgets, attack mode\")\n"
+	"    --query-cache on|off      answer getinfo/getstatus from the server's own\n"
+	"                              latest answers (default on; off: forward them\n"
+	"                              with --query-budget, as etrelay does)\n"
+	"    --query-cache-refresh MS  ask the server again at most this often per\n"
+	"                              kind, and only when asked (default 2000)\n"
+	"    --query-cache-max-age MS  older answers are not served (default 10000)\n"
+	"    --engine-query-limit B/P|off  the server's per-address query limit\n"
+	"                              (ioquake3, ET: Legacy: 10/1000, a burst of 10\n"
+	"                              then one per 1000 ms); refreshes keep\n"
+	"    --engine-query-reserve N  N of that burst free for players' getchallenge\n"
+	"                              (default 5)\n"
+	"    --reply-budget BYTES      answer bytes per second to unverified askers\n"
+	"                              together (default 524288, 0 = no cap)\n"
+	"    --source-budget BYTES     per unverified source network per second\n"
+	"                              (default 1024; 4 s worth in hand)\n"
+	"    --source-prefix V4/V6     that network's prefix (default 24/64)\n"
+	"    --known-budget BYTES      per known player per second (default 8192)\n"
+	"    --reply-sources N         budget table size (default 65536)\n"
+	"    --attack-threshold PPS    unverified datagrams per second that start\n"
+	"                              attack mode (default 2000, 0 = never)\n"
+	"    --attack-hold S           it ends after S seconds below half (default 30)\n"
+	"    --known-hours H           known players are remembered H hours (72)\n"
+	"    --known-max N             at most N of them (default 65536)\n"
+	"\n";
+
 static const char usage_tunnel[] =
 	"TUNNEL (see rally-relay agent --help for the home side)\n"
 	"    --tunnel-listen ADDR:PORT coa-relay's host tunnel (GET /relay/v1/host,\n"
@@ -175,6 +203,57 @@ static void set_ports(void *ctx, const char *s)
 	c->tunnel_port_max = (uint16_t)hi;
 }
 
+static void set_query_cache(void *ctx, const char *s)
+{
+	struct relay_cfg *c = ctx;
+
+	if (strcmp(s, "on") == 0)
+		c->qcache.on = true;
+	else if (strcmp(s, "off") == 0)
+		c->qcache.on = false;
+	else
+		daemon_die_usage("--query-cache %s: expected on or off", s);
+}
+
+/* "A/B" of two numbers in [lo, hi] each. */
+static void two_nums(const char *flag, const char *s, long long lo1, long long hi1, long long lo2,
+		     long long hi2, long long *a, long long *b)
+{
+	const char *slash = strchr(s, '/');
+	int64_t x, y;
+
+	if (slash == NULL || num_parse(s, (size_t)(slash - s), lo1, hi1, 0, &x) < 0 ||
+	    num_parse_str(slash + 1, lo2, hi2, 0, &y) < 0)
+		daemon_die_usage("%s %s: expected N/N within %lld-%lld/%lld-%lld", flag, s, lo1,
+				 hi1, lo2, hi2);
+	*a = x;
+	*b = y;
+}
+
+static void set_engine_limit(void *ctx, const char *s)
+{
+	struct relay_cfg *c = ctx;
+	long long burst, period;
+
+	if (strcmp(s, "off") == 0) {
+		c->qcache.engine_burst = 0;
+		return;
+	}
+	two_nums("--engine-query-limit", s, 1, 1000, 1, 60000, &burst, &period);
+	c->qcache.engine_burst = (unsigned)burst;
+	c->qcache.engine_period_ms = period;
+}
+
+static void set_source_prefix(void *ctx, const char *s)
+{
+	struct relay_cfg *c = ctx;
+	long long v4, v6;
+
+	two_nums("--source-prefix", s, 8, 32, 16, 128, &v4, &v6);
+	c->qcache.prefix4 = (unsigned)v4;
+	c->qcache.prefix6 = (unsigned)v6;
+}
+
 static void set_tunnel_bind(void *ctx, const char *s)
 {
 	struct relay_cfg *c = ctx;
@@ -210,6 +289,7 @@ static void relay_defaults(struct relay_cfg *c)
 	c->tunnel_handshake_timeout_ms = RELAY_TUNNEL_HANDSHAKE_S * 1000LL;
 	c->tunnel_ping_ms = RELAY_TUNNEL_PING_S * 1000LL;
 	c->tunnel_connect_timeout_ms = RELAY_TUNNEL_CONNECT_S * 1000LL;
+	relay_qcache_defaults(&c->qcache);
 }
 
 static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg *c)
@@ -224,6 +304,21 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("flatline-tag", set_fl_tag, c),
 		DAEMON_NUM("heartbeat-interval", &c->heartbeat_interval_ms, 1, 86400, 1000),
 		DAEMON_NUM("query-budget", &c->query_budget, 0, 1000000, 1),
+		/* the query cache, budgets, attack mode */
+		DAEMON_FN("query-cache", set_query_cache, c),
+		DAEMON_NUM("query-cache-refresh", &c->qcache.refresh_ms, 50, 600000, 1),
+		DAEMON_NUM("query-cache-max-age", &c->qcache.max_age_ms, 100, 3600000, 1),
+		DAEMON_FN("engine-query-limit", set_engine_limit, c),
+		DAEMON_NUM("engine-query-reserve", &c->qcache.engine_reserve, 0, 999, 1),
+		DAEMON_NUM("reply-budget", &c->qcache.reply_budget, 0, 1000000000, 1),
+		DAEMON_NUM("source-budget", &c->qcache.source_budget, 512, 100000000, 1),
+		DAEMON_FN("source-prefix", set_source_prefix, c),
+		DAEMON_NUM("known-budget", &c->qcache.known_budget, 512, 100000000, 1),
+		DAEMON_NUM("reply-sources", &c->qcache.reply_sources, 16, 1 << 22, 1),
+		DAEMON_NUM("attack-threshold", &c->qcache.attack_threshold, 0, 100000000, 1),
+		DAEMON_NUM("attack-hold", &c->qcache.attack_hold_ms, 1, 86400, 1000),
+		DAEMON_NUM("known-hours", &c->qcache.known_ttl_s, 1, 87600, 3600),
+		DAEMON_NUM("known-max", &c->qcache.known_max, 1, 1 << 20, 1),
 		DAEMON_ADDR("control", &c->control),
 		DAEMON_STR_SET("token-file", c->token_file),
 		DAEMON_STR_SET("state-dir", c->state_dir),
@@ -294,6 +389,14 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		add_master(c, "etmaster.net:27950");
 		add_master(c, "etmaster.idsoftware.com:27950");
 	}
+	if (c->qcache.engine_burst > 0 && c->qcache.engine_reserve >= c->qcache.engine_burst)
+		daemon_die_usage("--engine-query-reserve %u: must be below the burst of "
+				 "--engine-query-limit (%u)",
+				 c->qcache.engine_reserve, c->qcache.engine_burst);
+	if (c->qcache.max_age_ms <= c->qcache.refresh_ms)
+		daemon_die_usage("--query-cache-max-age %lld: must be above --query-cache-refresh "
+				 "(%lld)",
+				 c->qcache.max_age_ms, c->qcache.refresh_ms);
 	c->control_on = daemon_flag_seen(flags, n, "control");
 	if (c->control_on && c->token_file[0] == '\0')
 		daemon_die_usage("%s", "--control needs --token-file");
@@ -383,9 +486,9 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "agent") == 0)
 		return relay_agent_main(argc - 1, argv + 1);
-	static char page[sizeof(usage) + sizeof(usage_tunnel)];
+	static char page[sizeof(usage) + sizeof(usage_qcache) + sizeof(usage_tunnel)];
 
-	snprintf(page, sizeof(page), "%s%s", usage, usage_tunnel);
+	snprintf(page, sizeof(page), "%s%s%s", usage, usage_qcache, usage_tunnel);
 	daemon_init(d, "rally-relay", page);
 	parse_args(d, argc, argv, &r->cfg);
 	daemon_start(d);
@@ -431,6 +534,16 @@ int main(int argc, char **argv)
 			log_bare("config-ok bans=%zu", banlist_count(relay_bans_list(r->bans)));
 		if (r->tunnel != NULL)
 			log_bare("config-ok tunnel-realms=%zu", relay_tunnel_keys_count(r->tunnel));
+		if (r->cfg.server_on) {
+			char path[sizeof(r->cfg.state_dir) + 16];
+			size_t known = 0;
+
+			snprintf(path, sizeof(path), "%s/known-players", r->cfg.state_dir);
+			ret = relay_qcache_check_file(&r->cfg.qcache, path, &known);
+			if (ret < 0)
+				goto out;
+			log_bare("config-ok known-players=%zu", known);
+		}
 		goto out;
 	}
 	if (r->cfg.server_on) {

@@ -293,6 +293,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	       "Control API requests refused for a missing or wrong token.", c->unauthorized);
 	if (r->tunnel != NULL)
 		relay_tunnel_metrics(r->tunnel, &b);
+	relay_qcache_metrics(relay_proxy_qcache(r->proxy), &b);
 	if (b.bad)
 		httpd_reply_error(req, 500, "metrics too large");
 	else

@@ -3,10 +3,13 @@
  * address.
  *
  * client -> public socket (recvmmsg, up to 64 per wakeup) -> size check ->
- * ban check -> filter -> query limiter -> session lookup/creation -> send()
- * on the session's upstream socket (or its queue when the kernel says
+ * ban check -> filter -> getinfo/getstatus: the query cache answers
+ * (relay_qcache.c; with it off, the query limiter and a session) ->
+ * session lookup -> attack mode's gate -> session creation -> send() on
+ * the session's upstream socket (or its queue when the kernel says
  * EAGAIN). server -> upstream socket (recvmmsg) -> a batch of answers sent
- * from the public socket with sendmmsg, so they come from the public port.
+ * from the public socket with sendmmsg, so they come from the public port;
+ * the cache's answers join the same batch.
  *
  * Sessions live in a bounded table ordered by last activity either way;
  * idle ones are closed from the old end after SESSION_TIMEOUT.
@@ -52,6 +55,9 @@ struct session {
 	 * for new clients when the table is full.
 	 */
 	bool confirmed;
+	/* The server answered connectResponse; then the client's game
+	 * traffic made it a known player (relay_qcache.c). */
+	bool connect_answered, known_noted;
 	struct session *uprev, *unext;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	/* Packets for the server that met a full socket buffer. */
@@ -67,6 +73,7 @@ struct relay_proxy {
 	struct htab *by_sid; /* tunnel: sid -> struct session * */
 	uint32_t next_sid;
 	struct ratelim *queries;
+	struct relay_qcache *qc;
 	struct ev_timer sweep;
 	size_t queued_bytes;
 	struct session *unconf_old, *unconf_new; /* unconfirmed, by recency */
@@ -162,8 +169,15 @@ static void log_oob(const struct session *s, const char *dir, const uint8_t *buf
  * batch. */
 static void out_take(struct relay_proxy *p, struct session *s, size_t len)
 {
+	static const char cr[] = "\xff\xff\xff\xff"
+				 "connectResponse";
 	unsigned k = p->nout;
 
+	/* The server took this client: once it sends game traffic it is a
+	 * player (a game packet never starts with the OOB marker). */
+	if (len >= sizeof(cr) - 1 &&
+	    memcmp(p->out_bufs + (size_t)k * BUF_SIZE, cr, sizeof(cr) - 1) == 0)
+		s->connect_answered = true;
 	s->pkts_out++;
 	s->bytes_out += len;
 	if (log_enabled(LOG_LEVEL_DEBUG))
@@ -323,6 +337,12 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 	}
 	if (!s->confirmed)
 		unconf_unlink(p, s);
+	if (s->known_noted) {
+		struct addr_ip ip;
+
+		addr_to_ip(&s->client, &ip);
+		relay_qcache_player(p->qc, &ip); /* last seen: now */
+	}
 	p->r->st.sessions_closed++;
 	htab_remove(p->sessions, s);
 	log_debug("session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
@@ -577,6 +597,15 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 	case RELAY_VERDICT_QUERY: {
 		struct addr_ip ip;
 
+		switch (relay_qcache_query(p->qc, from, buf, len)) {
+		case RELAY_QC_DONE:
+			return;
+		case RELAY_QC_ATTACK:
+			drop(p, RELAY_DROP_ATTACK_MODE);
+			return;
+		case RELAY_QC_FORWARD:
+			break;
+		}
 		addr_to_ip(from, &ip);
 		if (!ratelim_check(p->queries, &ip, ev_now(r->loop))) {
 			drop(p, RELAY_DROP_RATE_LIMITED);
@@ -601,15 +630,31 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 	}
 	addr_to_key(from, &key);
 	s = htab_get(p->sessions, &key);
+	if (s != NULL && !s->confirmed && s->pkts_out > 0) {
+		s->confirmed = true;
+		unconf_unlink(p, s);
+	}
+	if (v != RELAY_VERDICT_QUERY) {
+		struct addr_ip ip;
+
+		/* Attack mode: players (a session the server took) and known
+		 * players only. Forwarded queries were judged above. */
+		addr_to_ip(from, &ip);
+		if (!relay_qcache_admit(p->qc, &ip, s != NULL && s->connect_answered)) {
+			drop(p, RELAY_DROP_ATTACK_MODE);
+			return;
+		}
+		if (v == RELAY_VERDICT_GAME && s != NULL && s->connect_answered &&
+		    !s->known_noted) {
+			s->known_noted = true;
+			relay_qcache_player(p->qc, &ip);
+		}
+	}
 	if (s == NULL) {
 		s = session_open(p, from, &key);
 		if (s == NULL)
 			return;
 	} else {
-		if (!s->confirmed && s->pkts_out > 0) {
-			s->confirmed = true;
-			unconf_unlink(p, s);
-		}
 		session_touch(p, s, ev_now(r->loop));
 	}
 	if (v != RELAY_VERDICT_GAME && log_enabled(LOG_LEVEL_DEBUG)) {
@@ -618,6 +663,9 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 		log_debug("oob peer=%s dir=to-server cmd=%s len=%zu", addr_str(from, a, sizeof(a)),
 			  cmd, len);
 	}
+	/* The engine's per-address query budget pays for these. */
+	if (v == RELAY_VERDICT_QUERY || (v == RELAY_VERDICT_PASS && q3_cmd_eq(cmd, "getchallenge")))
+		relay_qcache_engine_note(p->qc);
 	session_send(p, s, buf, len);
 }
 
@@ -705,6 +753,30 @@ long long relay_proxy_kernel_drops(const struct relay_proxy *p)
 		fclose(f);
 	}
 	return -1;
+}
+
+uint8_t *relay_proxy_out_slot(struct relay_proxy *p, size_t *room)
+{
+	if (p->nout == BATCH)
+		flush_out(p);
+	*room = BUF_SIZE;
+	return p->out_bufs + (size_t)p->nout * BUF_SIZE;
+}
+
+void relay_proxy_out_push(struct relay_proxy *p, const struct addr *to, size_t len)
+{
+	unsigned k = p->nout;
+
+	p->out_addr[k] = *to;
+	p->out_iov[k].iov_len = len;
+	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
+	p->out_msgs[k].msg_hdr.msg_namelen = to->len;
+	p->nout++;
+}
+
+struct relay_qcache *relay_proxy_qcache(const struct relay_proxy *p)
+{
+	return p != NULL ? p->qc : NULL;
 }
 
 int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const void *buf,
@@ -828,6 +900,16 @@ int relay_proxy_new(struct relay *r)
 	ret = ev_before_sleep_add(r->loop, before_sleep, p);
 	if (ret < 0)
 		goto fail;
+	{
+		char path[4200];
+
+		snprintf(path, sizeof(path), "%s/known-players", r->cfg.state_dir);
+		p->qc = relay_qcache_new(r, p, path);
+		if (p->qc == NULL) {
+			ret = -errno;
+			goto fail;
+		}
+	}
 	ev_timer_start(r->loop, &p->sweep, 1000, on_sweep, p);
 	r->proxy = p;
 	return 0;
@@ -852,6 +934,8 @@ void relay_proxy_free(struct relay_proxy *p)
 		while ((s = htab_oldest(p->sessions)) != NULL)
 			session_close(p, s, "shutdown");
 	}
+	/* After the sessions: the players among them are seen now. */
+	relay_qcache_free(p->qc);
 	if (p->io != NULL)
 		ev_io_del(p->io, true);
 	else if (p->fd >= 0)

@@ -1050,9 +1050,10 @@ static struct tun_host *server_host(const struct relay_tunnel *t)
 /* A datagram from the game server, for session sid (0: our probe). */
 static void dgram_in(struct relay_tunnel *t, uint32_t sid, const uint8_t *p, size_t n)
 {
-	if (sid == 0)
+	if (sid == 0) {
 		relay_heartbeat_probe_answer(t->r->hb, p, n);
-	else
+		relay_qcache_answer(relay_proxy_qcache(t->r->proxy), p, n);
+	} else
 		relay_proxy_deliver(t->r->proxy, sid, p, n);
 }
 
