@@ -80,10 +80,13 @@ static const char usage_qcache[] =
 	"                              then one per 1000 ms); refreshes keep\n"
 	"    --engine-query-reserve N  N of that burst free for players' getchallenge\n"
 	"                              (default 5)\n"
-	"    --reply-budget BYTES      answer bytes per second to unverified askers\n"
-	"                              together (default 524288, 0 = no cap)\n"
+	"    --reply-base BYTES        answer bytes per second unverified askers\n"
+	"                              together get beyond the bytes they send\n"
+	"                              (default 16384)\n"
+	"    --reply-budget BYTES      and never more than this (default 524288,\n"
+	"                              0 = neither limit)\n"
 	"    --source-budget BYTES     per unverified source network per second\n"
-	"                              (default 1024; 4 s worth in hand)\n"
+	"                              (default 512; 4 s worth in hand)\n"
 	"    --source-prefix V4/V6     that network's prefix (default 24/64)\n"
 	"    --known-budget BYTES      per known player per second (default 8192)\n"
 	"    --reply-sources N         budget table size (default 65536)\n"
@@ -311,7 +314,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("engine-query-limit", set_engine_limit, c),
 		DAEMON_NUM("engine-query-reserve", &c->qcache.engine_reserve, 0, 999, 1),
 		DAEMON_NUM("reply-budget", &c->qcache.reply_budget, 0, 1000000000, 1),
-		DAEMON_NUM("source-budget", &c->qcache.source_budget, 512, 100000000, 1),
+		DAEMON_NUM("reply-base", &c->qcache.reply_base, 0, 1000000000, 1),
+		DAEMON_NUM("source-budget", &c->qcache.source_budget, 256, 100000000, 1),
 		DAEMON_FN("source-prefix", set_source_prefix, c),
 		DAEMON_NUM("known-budget", &c->qcache.known_budget, 512, 100000000, 1),
 		DAEMON_NUM("reply-sources", &c->qcache.reply_sources, 16, 1 << 22, 1),

@@ -59,7 +59,7 @@
 #define UNUSABLE_AFTER     (3) /* answers without a challenge in a row */
 #define UNUSABLE_RETRY_MS  (30000)
 #define KNOWN_SAVE_MS      (60LL * 1000)
-/* Budget tables forget a source idle this long (its bucket is full). */
+/* Budget tables forget a network idle this long (its bucket is full). */
 #define BUDGET_FORGET_MS (RELAY_BUDGET_BURST * 1000LL + 1000)
 
 static const char *const kind_names[2] = {"getinfo", "getstatus"};
@@ -145,7 +145,9 @@ struct relay_qcache {
 
 	/* Budgets: per unverified prefix, per known player, all unverified. */
 	struct ratelim *unverified, *known_rl;
-	long long g_milli, g_ms;
+	/* The global budget (earned: allowance + bytes received) and its cap,
+	 * in milli-bytes. */
+	long long g_milli, g_max_milli, g_ms;
 
 	/* Attack mode. */
 	bool attack;
@@ -283,19 +285,52 @@ static void mask_prefix(struct addr_ip *ip, unsigned p4, unsigned p6)
 	}
 }
 
-static bool global_room(struct relay_qcache *qc, long long t, long long cost_milli)
+/*
+ * The global budget for unverified askers: --reply-base bytes a second as
+ * an allowance plus every byte they send us (counted in relay_qcache_query,
+ * answered or not), and in any case no more than --reply-budget a second
+ * (a bucket of its own). Beyond the allowance, strangers together never get
+ * more bytes than they sent: a reflection spread over many networks draws
+ * at most the allowance plus its own size, while a flood that hammers a
+ * few hundred networks pays for far more than their budgets let it be
+ * answered, so whoever else asks meanwhile is still answered. The earned
+ * bucket holds one second of the allowance (16 KiB at least): what a flood
+ * paid is spent while it lasts, never banked for a reflection after it.
+ * The cap's bucket holds one second of --reply-budget.
+ */
+static long long earned_cap(const struct relay_qcache *qc)
 {
-	/* One second of the budget at most in hand: a flood after a calm
-	 * spell gets no head start. */
-	long long cap = (long long)qc->c->reply_budget * 1000;
+	unsigned base = qc->c->reply_base > 16384 ? qc->c->reply_base : 16384;
+
+	return (long long)base * 1000; /* milli-bytes */
+}
+
+static void global_refill(struct relay_qcache *qc, long long t)
+{
+	long long cap = (long long)qc->c->reply_budget * 1000; /* milli-bytes */
 
 	if (t > qc->g_ms) {
-		long long add = t - qc->g_ms > 1000 ? cap : (t - qc->g_ms) * qc->c->reply_budget;
+		long long dt = t - qc->g_ms > 1000 ? 1000 : t - qc->g_ms;
 
-		qc->g_milli = qc->g_milli + add > cap ? cap : qc->g_milli + add;
+		/* ms * bytes/s = milli-bytes */
+		qc->g_milli += dt * qc->c->reply_base;
+		qc->g_max_milli += dt * qc->c->reply_budget;
 		qc->g_ms = t;
 	}
-	return qc->g_milli >= cost_milli;
+	if (qc->g_milli > earned_cap(qc))
+		qc->g_milli = earned_cap(qc);
+	if (qc->g_max_milli > cap)
+		qc->g_max_milli = cap;
+}
+
+static void global_credit(struct relay_qcache *qc, size_t len)
+{
+	if (qc->c->reply_budget == 0)
+		return;
+	global_refill(qc, now_ms(qc));
+	qc->g_milli += (long long)len * 1000;
+	if (qc->g_milli > earned_cap(qc))
+		qc->g_milli = earned_cap(qc);
 }
 
 /* Takes the answer's bytes from the asker's budgets; false (counted) when
@@ -314,9 +349,13 @@ static bool take_budget(struct relay_qcache *qc, const struct addr_ip *ip, bool 
 		refuse(qc, R_KNOWN_BUDGET);
 		return false;
 	}
-	if (qc->c->reply_budget > 0 && !global_room(qc, t, (long long)cost * 1000)) {
-		refuse(qc, R_GLOBAL_BUDGET);
-		return false;
+	if (qc->c->reply_budget > 0) {
+		global_refill(qc, t);
+		if (qc->g_milli < (long long)cost * 1000 ||
+		    qc->g_max_milli < (long long)cost * 1000) {
+			refuse(qc, R_GLOBAL_BUDGET);
+			return false;
+		}
 	}
 	net = *ip;
 	mask_prefix(&net, qc->c->prefix4, qc->c->prefix6);
@@ -324,8 +363,10 @@ static bool take_budget(struct relay_qcache *qc, const struct addr_ip *ip, bool 
 		refuse(qc, R_SOURCE_BUDGET);
 		return false;
 	}
-	if (qc->c->reply_budget > 0)
+	if (qc->c->reply_budget > 0) {
 		qc->g_milli -= (long long)cost * 1000;
+		qc->g_max_milli -= (long long)cost * 1000;
+	}
 	return true;
 }
 
@@ -617,8 +658,10 @@ enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct a
 	addr_to_ip(from, &ip);
 	known = relay_known_has(qc->known, &ip);
 	verified = known || is_master(qc, &ip);
-	if (!verified)
+	if (!verified) {
 		count_unverified(qc);
+		global_credit(qc, len);
+	}
 	if (!qc->c->on || qc->unusable) {
 		/* The server's own answers, as before the cache; in attack
 		 * mode for known players and masters only. */
@@ -871,7 +914,8 @@ struct relay_qcache *relay_qcache_new(struct relay *r, struct relay_proxy *p, co
 	ev_timer_init(&qc->refresh_timer);
 	ev_timer_init(&qc->tick);
 	qc->win_ms = qc->g_ms = qc->eng_last_ms = qc->last_save_ms = ev_now(r->loop);
-	qc->g_milli = (long long)c->reply_budget * 1000;
+	qc->g_milli = (long long)c->reply_base * 1000;
+	qc->g_max_milli = (long long)c->reply_budget * 1000;
 	qc->rx = malloc(QSPLICE_MAX_ANSWER + 1);
 	qc->k[0].buf = malloc(QSPLICE_MAX_ANSWER);
 	qc->k[1].buf = malloc(QSPLICE_MAX_ANSWER);
@@ -1061,6 +1105,7 @@ void relay_qcache_defaults(struct relay_qcache_cfg *c)
 	c->engine_period_ms = RELAY_ENGINE_PERIOD_MS;
 	c->engine_reserve = RELAY_ENGINE_RESERVE;
 	c->reply_budget = RELAY_REPLY_BUDGET;
+	c->reply_base = RELAY_REPLY_BASE;
 	c->source_budget = RELAY_SOURCE_BUDGET;
 	c->known_budget = RELAY_KNOWN_BUDGET;
 	c->prefix4 = RELAY_SOURCE_PREFIX4;

@@ -6,9 +6,9 @@
  * which the relay asks for itself from a socket of its own, on demand and
  * never more often than --query-cache-refresh per kind, spliced with each
  * asker's challenge (common/qsplice). Answers cost bytes from budgets: one
- * for all unverified askers together, one per unverified source prefix
- * (/24, /64 by default: a reflection victim's network), one per known
- * player. Attack mode lets only known players and sessions that are
+ * for all unverified askers together (an allowance plus what they send),
+ * one per unverified source prefix (/24, /64 by default: a reflection
+ * victim's network), one per known player. Attack mode lets only known players and sessions that are
  * playing reach the server while unverified traffic stays above
  * --attack-threshold. docs/relay.md has the operator's side of all this.
  */
@@ -27,8 +27,9 @@
 #define RELAY_ENGINE_BURST      (10) /* ioquake3 SVC_RateLimitAddress(from, 10, 1000) */
 #define RELAY_ENGINE_PERIOD_MS  (1000)
 #define RELAY_ENGINE_RESERVE    (5)      /* of the burst, kept for players' getchallenge */
-#define RELAY_REPLY_BUDGET      (524288) /* bytes/s, every unverified asker together */
-#define RELAY_SOURCE_BUDGET     (1024)   /* bytes/s per unverified source prefix */
+#define RELAY_REPLY_BUDGET      (524288) /* bytes/s at most, all unverified askers */
+#define RELAY_REPLY_BASE        (16384)  /* bytes/s they get beyond what they send */
+#define RELAY_SOURCE_BUDGET     (512)    /* bytes/s per unverified source prefix */
 #define RELAY_KNOWN_BUDGET      (8192)   /* bytes/s per known player */
 #define RELAY_BUDGET_BURST      (4)      /* a bucket holds this many seconds */
 #define RELAY_SOURCE_PREFIX4    (24)
@@ -45,7 +46,8 @@ struct relay_qcache_cfg {
 	unsigned engine_burst; /* --engine-query-limit BURST/PERIOD_MS, 0: no model */
 	long long engine_period_ms;
 	unsigned engine_reserve;   /* --engine-query-reserve N */
-	unsigned reply_budget;     /* --reply-budget BYTES/s, 0: none */
+	unsigned reply_budget;     /* --reply-budget BYTES/s at most, 0: no cap */
+	unsigned reply_base;       /* --reply-base BYTES/s beyond what askers send */
 	unsigned source_budget;    /* --source-budget BYTES/s */
 	unsigned known_budget;     /* --known-budget BYTES/s */
 	unsigned prefix4, prefix6; /* --source-prefix V4/V6 */

@@ -2,11 +2,11 @@
 """The relay is no amplifier. An attacker spoofs a victim's address (a raw
 socket: the victim is a socket of its own that never asked) and sends
 getstatus as fast as it can: the victim receives at most the budget of its
-network (--source-budget 1024: 4 KiB at once, then 1 KiB a second), a
+network (--source-budget 512: 2 KiB at once, then 512 bytes a second), a
 small fraction of what the attacker spent. Spoofing the rest of the
 victim's /24 instead (bench-flood over 256 sources) changes nothing: the
 budget is the network's. A flood over many networks meets the global
-budget (--reply-budget, 20,000 bytes a second here), while a known player
+budget (--reply-budget, 20,000 bytes a second at most here), while a known player
 (a real handshake through the relay: known once the server answered
 connectResponse and it sent game traffic) is answered from a budget of its
 own throughout."""
@@ -21,7 +21,7 @@ from harness import BUILD, OAServer, Relay, UdpPeer, check, oob, query, run, wai
 from q3client import Q3Player
 
 FLOOD = os.path.join(BUILD, "tools", "bench", "bench-flood")
-BURST, RATE = 4 * 1024, 1024
+BURST, RATE = 2048, 512
 
 
 class Victim(UdpPeer):
