@@ -375,13 +375,12 @@ static bool is_master(const struct relay_qcache *qc, const struct addr_ip *ip)
 	return qc->r->hb != NULL && relay_heartbeat_is_master(qc->r->hb, ip);
 }
 
-/* The answer for to, from the kept one, into the proxy's batch. */
+/* The answer for to (ip, known player or master as the caller found),
+ * from the kept one, into the proxy's batch. */
 static void answer(struct relay_qcache *qc, enum qsplice_kind kind, const struct addr *to,
-		   const char *ch, size_t ch_len)
+		   const struct addr_ip *ip, bool known, bool master, const char *ch, size_t ch_len)
 {
 	struct kept *e = &qc->k[kind];
-	struct addr_ip ip;
-	bool known;
 	size_t room;
 	uint8_t *slot;
 	int n = qsplice_size(&e->t, ch, ch_len);
@@ -390,9 +389,7 @@ static void answer(struct relay_qcache *qc, enum qsplice_kind kind, const struct
 		refuse(qc, R_TOO_LONG);
 		return;
 	}
-	addr_to_ip(to, &ip);
-	known = relay_known_has(qc->known, &ip);
-	if (!take_budget(qc, &ip, known, !known && is_master(qc, &ip), (unsigned)n))
+	if (!take_budget(qc, ip, known, master, (unsigned)n))
 		return;
 	slot = relay_proxy_out_slot(qc->p, &room);
 	n = qsplice_build(e->buf, &e->t, ch, ch_len, slot, room);
@@ -550,8 +547,15 @@ void relay_qcache_answer(struct relay_qcache *qc, const uint8_t *buf, size_t len
 
 		if (now - pd->t_ms >= PENDING_MS)
 			refuse(qc, R_PENDING_TIMEOUT);
-		else
-			answer(qc, kind, &pd->to, pd->ch, pd->ch_len);
+		else {
+			struct addr_ip ip;
+			bool known;
+
+			addr_to_ip(&pd->to, &ip);
+			known = relay_known_has(qc->known, &ip);
+			answer(qc, kind, &pd->to, &ip, known, !known && is_master(qc, &ip), pd->ch,
+			       pd->ch_len);
+		}
 	}
 	e->npend = 0;
 }
@@ -650,22 +654,22 @@ enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct a
 	struct kept *e;
 	size_t ch_len;
 	long long t, age;
-	bool known, verified;
+	bool known, master;
 	int r;
 
 	if (qc == NULL)
 		return RELAY_QC_FORWARD;
 	addr_to_ip(from, &ip);
 	known = relay_known_has(qc->known, &ip);
-	verified = known || is_master(qc, &ip);
-	if (!verified) {
+	master = !known && is_master(qc, &ip);
+	if (!known && !master) {
 		count_unverified(qc);
 		global_credit(qc, len);
 	}
 	if (!qc->c->on || qc->unusable) {
 		/* The server's own answers, as before the cache; in attack
 		 * mode for known players and masters only. */
-		if (qc->attack && !verified) {
+		if (qc->attack && !known && !master) {
 			qc->attack_refused++;
 			qc->episode_refused++;
 			return RELAY_QC_ATTACK;
@@ -691,7 +695,7 @@ enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct a
 	if (age >= qc->c->refresh_ms)
 		refresh(qc, kind);
 	if (age < qc->c->max_age_ms) {
-		answer(qc, kind, from, ch, ch_len);
+		answer(qc, kind, from, &ip, known, master, ch, ch_len);
 		return RELAY_QC_DONE;
 	}
 	/* Nothing fresh enough: the asker waits for the refresh. */
