@@ -638,11 +638,6 @@ bool relay_qcache_admit(struct relay_qcache *qc, const struct addr_ip *ip, bool 
 	return false;
 }
 
-bool relay_qcache_attack(const struct relay_qcache *qc)
-{
-	return qc != NULL && qc->attack;
-}
-
 /* ---- queries ---- */
 
 enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct addr *from,

@@ -117,7 +117,6 @@ void relay_qcache_player(struct relay_qcache *qc, const struct addr_ip *ip);
 /* A refresh answer that came through the tunnel (session 0). */
 void relay_qcache_answer(struct relay_qcache *qc, const uint8_t *buf, size_t len);
 
-bool relay_qcache_attack(const struct relay_qcache *qc);
 /* Appends the Prometheus lines of the cache, budgets, attack mode and
  * known players. NULL: nothing. */
 void relay_qcache_metrics(const struct relay_qcache *qc, struct strbuf *out);
