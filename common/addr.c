@@ -248,9 +248,10 @@ bool addr_is_global_v6(const struct addr *a)
 	return true;
 }
 
-int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int *gai_err)
+static int resolve(const char *host, uint16_t port, struct addr *out, int max, int *gai_err,
+		   int flags)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = AI_ADDRCONFIG};
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = flags};
 	struct addrinfo *res, *ai;
 	int n = 0, r;
 
@@ -278,7 +279,55 @@ int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int
 	return n;
 }
 
+int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int *gai_err)
+{
+	return resolve(host, port, out, max, gai_err, AI_ADDRCONFIG);
+}
+
+int addr_resolve_all(const char *host, uint16_t port, struct addr *out, int max, int *gai_err)
+{
+	return resolve(host, port, out, max, gai_err, 0);
+}
+
+bool addr_unmap_v4(struct addr *a)
+{
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&a->ss;
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+
+	if (a->ss.ss_family != AF_INET6 || memcmp(sin6->sin6_addr.s6_addr, v4mapped, 12) != 0)
+		return false;
+	sin.sin_port = sin6->sin6_port;
+	memcpy(&sin.sin_addr, sin6->sin6_addr.s6_addr + 12, 4);
+	memset(&a->ss, 0, sizeof(a->ss));
+	memcpy(&a->ss, &sin, sizeof(sin));
+	a->len = sizeof(sin);
+	return true;
+}
+
+void addr_map_v4(const struct addr *a, struct addr *out)
+{
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&a->ss;
+	struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
+
+	if (a->ss.ss_family != AF_INET) {
+		*out = *a;
+		return;
+	}
+	memcpy(sin6.sin6_addr.s6_addr, v4mapped, 12);
+	memcpy(sin6.sin6_addr.s6_addr + 12, &sin->sin_addr, 4);
+	sin6.sin6_port = sin->sin_port;
+	memset(out, 0, sizeof(*out));
+	memcpy(&out->ss, &sin6, sizeof(sin6));
+	out->len = sizeof(sin6);
+}
+
 int addr_udp_bind(struct addr *a)
+{
+	/* "[::]:p" means IPv6 only; bind 0.0.0.0 for IPv4. */
+	return addr_udp_bind_v6only(a, true);
+}
+
+int addr_udp_bind_v6only(struct addr *a, bool v6only)
 {
 	int fd = socket(a->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	int e;
@@ -286,10 +335,10 @@ int addr_udp_bind(struct addr *a)
 	if (fd < 0)
 		return -errno;
 	if (a->ss.ss_family == AF_INET6) {
-		int on = 1;
+		int on = v6only ? 1 : 0;
 
-		/* "[::]:p" means IPv6 only; bind 0.0.0.0 for IPv4. */
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) < 0)
+			goto fail;
 	}
 	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
 		goto fail;

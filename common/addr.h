@@ -86,6 +86,26 @@ int addr_resolve(const char *host, uint16_t port, struct addr *out, int max, int
 /* Opens a non-blocking UDP socket bound to a (port 0 = ephemeral) and reads
  * the bound address back into a. Returns the fd or -errno. */
 int addr_udp_bind(struct addr *a);
+/*
+ * The same, with IPV6_V6ONLY chosen for an IPv6 a: off makes "[::]:p" a
+ * dual-stack socket where IPv4 peers appear v4-mapped (::ffff:a.b.c.d);
+ * addr_udp_bind is this with v6only on. Ignored for IPv4.
+ */
+int addr_udp_bind_v6only(struct addr *a, bool v6only);
+
+/* A v4-mapped IPv6 address (::ffff:a.b.c.d, as a dual-stack socket reports
+ * IPv4 peers) becomes the plain IPv4 one, port kept; true if it was one. */
+bool addr_unmap_v4(struct addr *a);
+/* An IPv4 address as its v4-mapped IPv6 form (for sending from a dual-stack
+ * socket); any other address is copied as it is. */
+void addr_map_v4(const struct addr *a, struct addr *out);
+
+/*
+ * addr_resolve without AI_ADDRCONFIG: every A and AAAA record, whatever
+ * addresses this host has (the caller knows which families its sockets can
+ * send). Blocking: the worker thread only.
+ */
+int addr_resolve_all(const char *host, uint16_t port, struct addr *out, int max, int *gai_err);
 
 /*
  * Opens a non-blocking UDP socket connected to `to` (so only its datagrams

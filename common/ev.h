@@ -91,8 +91,9 @@ static inline bool ev_timer_armed(const struct ev_timer *t)
 /* Calls cb for every SIGINT, SIGTERM, SIGHUP and SIGCHLD delivered. */
 void ev_signal_set(struct ev_loop *loop, ev_signal_cb *cb, void *arg);
 
-/* Runs cb before every sleep in epoll_wait. At most EV_MAX_HOOKS; -ENOSPC. */
-#define EV_MAX_HOOKS (8)
+/* Runs cb before every sleep in epoll_wait. At most EV_MAX_HOOKS; -ENOSPC.
+ * rally-relay holds one per fronted server (up to 64) besides its own. */
+#define EV_MAX_HOOKS (96)
 int ev_before_sleep_add(struct ev_loop *loop, ev_hook_cb *cb, void *arg);
 /* Removes a hook added with the same cb and arg. */
 void ev_before_sleep_del(struct ev_loop *loop, ev_hook_cb *cb, void *arg);

@@ -201,6 +201,35 @@ void *htab_insert(struct htab *t, const void *key, bool evict, void *evicted)
 	return ent_val(t, i);
 }
 
+void htab_move_after(struct htab *t, void *val, void *older)
+{
+	uint32_t i = ent_idx(t, val), o;
+	struct ent *e;
+
+	if (older == val)
+		return;
+	lru_unlink(t, i);
+	e = ent_at(t, i);
+	if (older == NULL) {
+		e->prev = NIL;
+		e->next = t->oldest;
+		if (t->oldest != NIL)
+			ent_at(t, t->oldest)->prev = i;
+		else
+			t->newest = i;
+		t->oldest = i;
+		return;
+	}
+	o = ent_idx(t, older);
+	e->prev = o;
+	e->next = ent_at(t, o)->next;
+	if (e->next != NIL)
+		ent_at(t, e->next)->prev = i;
+	else
+		t->newest = i;
+	ent_at(t, o)->next = i;
+}
+
 void htab_touch(struct htab *t, void *val)
 {
 	uint32_t i = ent_idx(t, val);

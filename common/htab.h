@@ -36,6 +36,9 @@ void *htab_insert(struct htab *t, const void *key, bool evict, void *evicted);
 
 /* Makes the entry the most recent. */
 void htab_touch(struct htab *t, void *val);
+/* Moves the entry to just after older in recency (more recent than it),
+ * or to the least recent place when older is NULL. */
+void htab_move_after(struct htab *t, void *val, void *older);
 /* Removes the entry; val is invalid afterwards. */
 void htab_remove(struct htab *t, void *val);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -97,6 +98,17 @@ static void before_sleep(void *arg)
 		ev_timer_stop(d->loop, &d->timer);
 }
 
+/* True when the request added a header of that name (it replaces the
+ * daemon's). */
+static bool overridden(const struct httpd_req *r, const char *name)
+{
+	for (size_t i = 0; i < r->nextra; i++) {
+		if (strcasecmp(r->extra[i].name, name) == 0)
+			return true;
+	}
+	return false;
+}
+
 int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, const void *body,
 		size_t len)
 {
@@ -112,9 +124,11 @@ int httpd_reply(struct httpd_req *r, unsigned status, const char *content_type, 
 		return -ENOMEM;
 	if (content_type != NULL)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	for (size_t i = 0; i < r->d->cfg.nheaders; i++)
-		MHD_add_response_header(resp, r->d->cfg.headers[i].name,
-					r->d->cfg.headers[i].value);
+	for (size_t i = 0; i < r->d->cfg.nheaders; i++) {
+		if (!overridden(r, r->d->cfg.headers[i].name))
+			MHD_add_response_header(resp, r->d->cfg.headers[i].name,
+						r->d->cfg.headers[i].value);
+	}
 	for (size_t i = 0; i < r->nextra; i++)
 		MHD_add_response_header(resp, r->extra[i].name, r->extra[i].value);
 	r->replied = true;

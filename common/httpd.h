@@ -69,7 +69,9 @@ bool httpd_body_too_big(const struct httpd_req *r);
 /* The body, NUL-terminated ("" when none or too big); len may be NULL. */
 const char *httpd_body(const struct httpd_req *r, size_t *len);
 
-/* Adds a response header for this request (up to 8), before the reply. */
+/* Adds a response header for this request (up to 8), before the reply; it
+ * replaces a daemon header (httpd_cfg.headers) of the same name. name and
+ * value must live until the reply is queued. */
 int httpd_add_header(struct httpd_req *r, const char *name, const char *value);
 
 /*

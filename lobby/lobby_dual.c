@@ -1170,6 +1170,52 @@ static void peer_free(struct lobby_dual *d, struct dpeer *p, const char *why)
 	free(p);
 }
 
+/* Whether an up link still holds frames to write. */
+static bool any_queued(const struct lobby_dual *d)
+{
+	for (const struct link *k = d->links; k != NULL; k = k->next) {
+		if (k->state == LS_UP && !k->closed && k->qh != NULL)
+			return true;
+	}
+	return false;
+}
+
+static void on_drain_poll(struct ev_timer *t, void *arg)
+{
+	struct lobby_dual *d = arg;
+
+	if (!any_queued(d)) {
+		ev_loop_stop(d->l->loop);
+		return;
+	}
+	ev_timer_start(d->l->loop, t, 10, on_drain_poll, d);
+}
+
+static void on_drain_cap(struct ev_timer *t, void *arg)
+{
+	struct lobby_dual *d = arg;
+
+	(void)t;
+	ev_loop_stop(d->l->loop);
+}
+
+void lobby_dual_drain(struct lobby *l, long timeout_ms)
+{
+	struct lobby_dual *d = l->dual;
+	struct ev_timer poll, cap;
+
+	if (d == NULL || !any_queued(d))
+		return;
+	/* The loop has stopped: run it again until the links are written. */
+	ev_timer_init(&poll);
+	ev_timer_init(&cap);
+	ev_timer_start(l->loop, &poll, 10, on_drain_poll, d);
+	ev_timer_start(l->loop, &cap, timeout_ms, on_drain_cap, d);
+	ev_loop_run(l->loop);
+	ev_timer_stop(l->loop, &poll);
+	ev_timer_stop(l->loop, &cap);
+}
+
 void lobby_dual_free(struct lobby_dual *d)
 {
 	struct dpeer **pp;

@@ -90,6 +90,10 @@ uint32_t lobby_dual_pick(const uint32_t *sorted, size_t n, double f);
 int lobby_dual_start(struct lobby *l, bool host);
 /* Closes every link, logs the totals. NULL is a no-op. */
 void lobby_dual_free(struct lobby_dual *d);
+/* At exit, after the loop stopped: runs it again until every up link has
+ * written what it holds (the last words: a host's bye, a joiner's leave,
+ * whose UDP copy a full socket may have dropped), at most timeout_ms. */
+void lobby_dual_drain(struct lobby *l, long timeout_ms);
 
 /* A role's hooks. A peer is up (host: it joined, or was renamed; joiner:
  * the host's welcome): the link to it is dialled the first time. Our hello

@@ -39,23 +39,25 @@
 #include "seal.h"
 
 static const char usage[] =
-	"NAME\n"
-	"    rally-lobby - find each other, get through NATs, play together\n"
+	"Usage: rally-lobby host [OPTION]...\n"
+	"  or:  rally-lobby host --relay-only [OPTION]...\n"
+	"  or:  rally-lobby join CODE [OPTION]...\n"
+	"  or:  rally-lobby put-save SAVE --io-dir DIR\n"
+	"  or:  rally-lobby code CODE [--password PW]\n"
+	"  or:  rally-lobby observe [--json] [--stun HOST:PORT]...\n"
+	"Find each other, get through NATs, play together.\n"
 	"\n"
-	"SYNOPSIS\n"
-	"    rally-lobby host [options]\n"
-	"    rally-lobby host --relay-only [options]\n"
-	"    rally-lobby join CODE [options]\n"
-	"    rally-lobby put-save SAVE --io-dir DIR\n"
-	"    rally-lobby code CODE [--password PW]\n"
-	"    rally-lobby observe [--json] [--stun HOST:PORT ...]\n"
+	"The lobby beside the game, wire-compatible with netpunch 0.6.1.24\n"
+	"(docs/lobby.md). The game talks to it through lobby_out.jsonl,\n"
+	"lobby_in.jsonl and lobby_state.json in the io dir, and UDP on loopback.\n"
+	"host opens a lobby and prints its join code; join CODE joins one;\n"
+	"host --relay-only is the dedicated relay lobby of a server, no player\n"
+	"of its own (rally-lobby-relay.service runs it); put-save replaces the\n"
+	"stored world of the relay at --io-dir; code CODE says what a code\n"
+	"holds; observe prints this machine's connectivity.\n"
 	"\n"
-	"DESCRIPTION\n"
-	"    The lobby beside the game, wire-compatible with netpunch 0.6.1.24\n"
-	"    (docs/lobby.md). The game talks to it through lobby_out.jsonl,\n"
-	"    lobby_in.jsonl and lobby_state.json in the io dir, and UDP on loopback.\n"
-	"\n"
-	"OPTIONS (netpunch's)\n"
+	"Options:\n"
+	"netpunch's options (the same flags and meaning as netpunch's):\n"
 	"    --name NAME               player name (default player)\n"
 	"    --local-port PORT         lobby UDP port (host default 29471; a joiner\n"
 	"                              takes an ephemeral port unless given)\n"
@@ -82,7 +84,7 @@ static const char usage[] =
 
 /* The rest of the page (one literal would pass C99's 4,095 bytes). */
 static const char usage_ours[] =
-	"OPTIONS (ours)\n"
+	"Options of rally-lobby alone:\n"
 	"    --stun HOST:PORT|off      STUN server, repeatable (default: netpunch's\n"
 	"                              public ones)\n"
 	"    --lan-ip IP[:PORT]        the LAN address (and port) to advertise\n"
@@ -106,31 +108,49 @@ static const char usage_ours[] =
 	"                              rally-lobbies (on; off: netpunch's alone)\n"
 	"    --max-rate BYTES          bytes per second a save goes to each peer at\n"
 	"                              most (host; default: what the path takes)\n"
-	"    --log auto|plain|journal, --debug, --help, --version\n"
+	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
+	"    --debug                   log every frame and message\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
-	"\n"
-	"    put-save SAVE replaces the stored world of the relay at --io-dir.\n";
+	"    --help                    print this help, then exit\n"
+	"    --version                 print the version, then exit\n";
 
 /* The rest of the page (C99 caps one literal at 4,095 bytes). */
 static const char usage_rest[] =
 	"\n"
-	"OUTPUT\n"
+	"Output:\n"
 	"    The host prints CODE=<code> on stdout; everything else goes to stderr,\n"
 	"    starting with \"ready udp=IP:PORT game=IP:PORT\" once bound.\n"
 	"\n"
-	"FILES (in the io dir, each read once, as netpunch reads them)\n"
-	"    tpf2mp_netsim.txt         loss=, delay=, jitter=: impair what we send\n"
-	"                              (the netsim command reads it again)\n"
-	"    tpf2mp_tcp_backup.txt     0, off or no: no dual TCP backup link (on by\n"
-	"                              default in a sealed session: every sealed\n"
-	"                              frame also goes over a TCP link, first copy\n"
-	"                              wins)\n"
+	"Exit status (as netpunch's):\n"
+	"    0                         quit, lobby closed, or a joiner's session\n"
+	"                              ended once it reached the host (left, told\n"
+	"                              bye, rejected, version mismatch, host gone)\n"
+	"    1                         failed: the host never reached, the lobby\n"
+	"                              could not start\n"
+	"    2                         bad usage or a bad code\n"
 	"\n"
-	"EXIT STATUS\n"
-	"    0 quit, lobby closed, or a joiner's session ended once it reached the\n"
-	"    host (left, told bye, rejected, version mismatch, host gone), as\n"
-	"    netpunch's; 1 failed (the host never reached, the lobby could not\n"
-	"    start); 2 bad usage or a bad code.\n";
+	"Environment:\n"
+	"    TPF2MP_LOG_IPS            1: log public addresses unmasked\n"
+	"    NOTIFY_SOCKET, WATCHDOG_USEC\n"
+	"                              set by systemd (Type=notify, WatchdogSec=):\n"
+	"                              READY=1 once bound, WATCHDOG=1, STOPPING=1\n"
+	"\n"
+	"Files:\n"
+	"    lobby_out.jsonl, lobby_in.jsonl, lobby_state.json\n"
+	"                              the game's side, in the io dir (docs/lobby.md)\n"
+	"    tpf2mp_netsim.txt         in the io dir, read once: loss=, delay=,\n"
+	"                              jitter=: impair what we send (the netsim\n"
+	"                              command reads it again)\n"
+	"    tpf2mp_tcp_backup.txt     in the io dir, read once: 0, off or no: no\n"
+	"                              dual TCP backup link (on by default in a\n"
+	"                              sealed session: every sealed frame also goes\n"
+	"                              over a TCP link, first copy wins)\n"
+	"    /var/lib/rally-lobby-relay\n"
+	"                              rally-lobby-relay.service's io dir: the\n"
+	"                              relay's code secret, letters, companies and\n"
+	"                              stored world\n"
+	"    /etc/default/rally-lobby-relay\n"
+	"                              the flags rally-lobby-relay.service adds\n";
 
 /* netpunch's public STUN servers (NETWORKING.md, Ports). */
 static const char *const default_stun[] = {
@@ -742,7 +762,9 @@ int main(int argc, char **argv)
 			 (unsigned long long)st.rx, (unsigned long long)st.tx,
 			 (unsigned long long)st.bad_seal, (unsigned long long)st.replayed);
 	}
-	/* Clean up what we left outside: the router's mappings, the list. */
+	/* The last words over the TCP links too, then clean up what we left
+	 * outside: the router's mappings, the list. */
+	lobby_dual_drain(l, 500);
 	lobby_rv_leave_sync(l, 2000);
 	lobby_observe_unmap(l, 3000);
 out:

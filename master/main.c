@@ -17,29 +17,27 @@
 #include "daemon.h"
 #include "log.h"
 #include "master.h"
+#include "master_redis.h"
 #include "statefile.h"
 
 static const char usage[] =
-	"NAME\n"
-	"    rally-master - game list and rendezvous server\n"
+	"Usage: rally-master [OPTION]...\n"
+	"Game list and rendezvous server.\n"
 	"\n"
-	"SYNOPSIS\n"
-	"    rally-master [options]\n"
+	"One registry behind three front doors: the netpunch master HTTP API\n"
+	"(GET /list, POST /announce, POST /leave, GET /health, POST /knock and\n"
+	"GET /knock for rendezvous notes, and UDP relay ports for lobbies that\n"
+	"cannot punch through, with --relay-ip); the Quake 3 / Enemy Territory\n"
+	"master protocol on UDP (heartbeat, getinfo challenge, infoResponse,\n"
+	"getservers, getserversExt), as dpmaster implements it; and the\n"
+	"Fugitive3D server repository (GET/POST/PUT/DELETE /servers and\n"
+	"GET /reflection/ip, with a UDP ping-back on registration).\n"
 	"\n"
-	"DESCRIPTION\n"
-	"    One registry behind three front doors:\n"
-	"    - the netpunch master HTTP API: GET /list, POST /announce, POST /leave,\n"
-	"      GET /health, POST /knock and GET /knock (rendezvous notes), and UDP\n"
-	"      relay ports for lobbies that cannot punch through (with --relay-ip);\n"
-	"    - the Quake 3 / Enemy Territory master protocol on UDP (heartbeat,\n"
-	"      getinfo challenge, infoResponse, getservers, getserversExt), as\n"
-	"      dpmaster implements it;\n"
-	"    - the Fugitive3D server repository: GET/POST/PUT/DELETE /servers and\n"
-	"      GET /reflection/ip, with a UDP ping-back on registration.\n"
-	"    The registry is saved to the state directory every 10 s and at exit,\n"
-	"    and restored at start.\n"
+	"The registry is saved to the state directory every 10 s and at exit,\n"
+	"and restored at start. GET /metrics (Prometheus) and GET /healthz are\n"
+	"served on the HTTP side too.\n"
 	"\n"
-	"OPTIONS\n"
+	"Options:\n"
 	"    --http ADDR:PORT          HTTP listener (default 127.0.0.1:8471); repeat\n"
 	"                              it for more (0.0.0.0:8471 and [::]:8471)\n"
 	"    --udp ADDR:PORT           Quake 3 master (default 0.0.0.0:27950)\n"
@@ -52,23 +50,71 @@ static const char usage[] =
 	"                              dropped (default 30)\n"
 	"    --trusted-proxy IP        believe X-Forwarded-For / X-Real-IP from this\n"
 	"                              peer; repeatable (default 127.0.0.1 and ::1)\n"
-	"    --q3-game SPEC            declare a Quake 3 engine game:\n"
-	"                              NAME:heartbeat=TAG[,flatline=TAG][,protocols=N/N]\n"
-	"                              [,options=send-empty-servers/send-full-servers]\n"
+	"    --q3-game SPEC            declare a Quake 3 engine game: SPEC is\n"
+	"                              NAME:heartbeat=TAG, then any of\n"
+	"                              ,flatline=TAG ,protocols=N/N and\n"
+	"                              ,options=send-empty-servers/send-full-servers\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log every request and datagram\n"
 	"    --check-config            check the flags and the snapshot, then exit\n"
-	"    --help, --version\n"
+	"    --help                    print this help, then exit\n"
+	"    --version                 print the version, then exit\n"
 	"\n"
-	"TUNING (tests; the references' values by default)\n"
-	"    --lobby-ttl MS (30000)  --knock-ttl MS (60000)  --relay-idle MS (90000)\n"
-	"    --relay-life MS (43200000)  --q3-ttl MS (900000)  --q3-challenge MS (2000)\n"
-	"    --ping-timeout MS (5000)  --snapshot-interval MS (10000)\n"
-	"    --verify-lists          check every kept listing against a fresh build\n"
-	"                            on every request (exits on a difference)\n"
+	"Tuning (for tests; the references' values by default):\n"
+	"    --lobby-ttl MS            a lobby not announced again (default 30000)\n"
+	"    --knock-ttl MS            a knock not fetched (default 60000)\n"
+	"    --relay-idle MS           a relay port with no traffic (default 90000)\n"
+	"    --relay-life MS           a relay port at most (default 43200000, 12 h)\n"
+	"    --q3-ttl MS               a Q3 server not heard from (default 900000,\n"
+	"                              15 min)\n"
+	"    --q3-challenge MS         a heartbeat's challenge (default 2000)\n"
+	"    --ping-timeout MS         a Fugitive ping-back (default 5000)\n"
+	"    --snapshot-interval MS    between snapshots (default 10000)\n"
+	"    --verify-lists            check every kept listing against a fresh build\n"
+	"                              on every request (exits on a difference)\n"
+	"\n";
+
+/* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_rest[] =
+	"Shared registry (several masters behind one name; off by default):\n"
+	"    --redis URL               share lobbies, Q3 and Fugitive servers, knocks and\n"
+	"                              relay allocations through Redis:\n"
+	"                              redis://[USER@]HOST[:PORT][/DB], HOST:PORT or\n"
+	"                              unix:/PATH (no password in the URL)\n"
+	"    --redis-password-file F   Redis password (first line of F)\n"
+	"    --redis-user NAME         Redis ACL user (or USER@ in the URL)\n"
+	"    --redis-prefix P          key and channel prefix (default rally)\n"
+	"    --redis-timeout MS        connect and command timeout (default 2000)\n"
+	"    --redis-node NAME         this master's name in Redis (default random;\n"
+	"                              unique per master)\n"
 	"\n"
-	"OUTPUT\n"
-	"    Once bound: \"ready http=IP:PORT udp=IP:PORT\" on stderr.\n";
+	"Signals:\n"
+	"    SIGTERM, SIGINT           answer what is pending, save the snapshot,\n"
+	"                              exit (a second one: exit at once)\n"
+	"    SIGHUP                    nothing to reload (logged)\n"
+	"\n"
+	"Output:\n"
+	"    Once bound: \"ready http=IP:PORT udp=IP:PORT\" on stderr.\n"
+	"\n"
+	"Exit status:\n"
+	"    0                         stopped by SIGTERM or SIGINT, or --check-config\n"
+	"                              found nothing wrong\n"
+	"    1                         failed: a corrupt snapshot, a port that cannot\n"
+	"                              be bound\n"
+	"    2                         bad usage\n"
+	"\n"
+	"Environment:\n"
+	"    NOTIFY_SOCKET, WATCHDOG_USEC\n"
+	"                              set by systemd (Type=notify, WatchdogSec=):\n"
+	"                              READY=1 once bound, WATCHDOG=1, STOPPING=1\n"
+	"    JOURNAL_STREAM            set by systemd: with --log auto, lines carry\n"
+	"                              <N> priorities and no timestamp\n"
+	"\n"
+	"Files:\n"
+	"    /var/lib/rally-master/registry.json\n"
+	"                              the registry snapshot (--state-dir)\n"
+	"    /etc/default/rally-master\n"
+	"                              the flags rally-master.service adds\n";
 
 static void parse_ports(void *ctx, const char *s)
 {
@@ -139,6 +185,33 @@ static void set_state_dir(void *ctx, const char *s)
 	snprintf(c->state_dir, sizeof(c->state_dir), "%s", s);
 }
 
+static void set_redis(void *ctx, const char *s)
+{
+	struct master_redis_cfg *rc = ctx;
+	char err[160];
+
+	if (master_redis_url_parse(s, &rc->url, err, sizeof(err)) < 0)
+		daemon_die_usage("--redis %s: %s", s, err);
+	rc->on = true;
+}
+
+static void set_redis_name(char *dst, const char *s, const char *what)
+{
+	if (!master_redis_name_ok(s, strlen(s)))
+		daemon_die_usage("--%s %s: 1-32 of A-Za-z0-9_.-", what, s);
+	snprintf(dst, MASTER_REDIS_NAME_MAX + 1, "%s", s);
+}
+
+static void set_redis_prefix(void *ctx, const char *s)
+{
+	set_redis_name(((struct master_redis_cfg *)ctx)->prefix, s, "redis-prefix");
+}
+
+static void set_redis_node(void *ctx, const char *s)
+{
+	set_redis_name(((struct master_redis_cfg *)ctx)->node, s, "redis-node");
+}
+
 static void add_q3_game(void *ctx, const char *s)
 {
 	struct master_cfg *c = ctx;
@@ -168,8 +241,10 @@ static void master_defaults(struct master_cfg *c)
 	c->snapshot_ms = 10000;
 }
 
-static void parse_args(struct daemon *d, int argc, char **argv, struct master_cfg *c)
+static void parse_args(struct daemon *d, int argc, char **argv, struct master_cfg *c,
+		       struct master_redis_cfg *rc)
 {
+	char redis_user[sizeof(rc->url.user)] = "";
 	struct daemon_flag flags[] = {
 		DAEMON_FN("http", add_http, c),
 		DAEMON_ADDR("udp", &c->udp),
@@ -180,6 +255,12 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 		DAEMON_NUM("stale", &c->stale_ms, 1, 86400, 1000),
 		DAEMON_FN("trusted-proxy", add_trusted, c),
 		DAEMON_FN("q3-game", add_q3_game, c),
+		DAEMON_FN("redis", set_redis, rc),
+		DAEMON_STR_SET("redis-password-file", rc->password_file),
+		DAEMON_STR_SET("redis-user", redis_user),
+		DAEMON_FN("redis-prefix", set_redis_prefix, rc),
+		DAEMON_NUM("redis-timeout", &rc->timeout_ms, 50, 600000, 1),
+		DAEMON_FN("redis-node", set_redis_node, rc),
 		/* tuning (tests) */
 		DAEMON_NUM("lobby-ttl", &c->lobby_ttl_ms, 1, 86400000, 1),
 		DAEMON_NUM("knock-ttl", &c->knock_ttl_ms, 1, 86400000, 1),
@@ -195,11 +276,30 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 	int pos;
 
 	master_defaults(c);
+	memset(rc, 0, sizeof(*rc));
+	snprintf(rc->prefix, sizeof(rc->prefix), "rally");
+	rc->timeout_ms = 2000;
 	pos = daemon_parse(d, argc, argv, flags, n);
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	if (c->nhttp == 0)
 		add_http(c, "127.0.0.1:8471");
+	if (!rc->on && (daemon_flag_seen(flags, n, "redis-password-file") ||
+			daemon_flag_seen(flags, n, "redis-user") ||
+			daemon_flag_seen(flags, n, "redis-prefix") ||
+			daemon_flag_seen(flags, n, "redis-timeout") ||
+			daemon_flag_seen(flags, n, "redis-node")))
+		daemon_die_usage("the --redis-* flags need --redis");
+	if (redis_user[0] != '\0') {
+		if (!master_redis_name_ok(redis_user, strlen(redis_user)))
+			daemon_die_usage("--redis-user %s: 1-32 of A-Za-z0-9_.-", redis_user);
+		if (rc->url.user[0] != '\0' && strcmp(rc->url.user, redis_user) != 0)
+			daemon_die_usage("--redis-user %s: the URL names user %s", redis_user,
+					 rc->url.user);
+		snprintf(rc->url.user, sizeof(rc->url.user), "%s", redis_user);
+	}
+	if (rc->url.user[0] != '\0' && rc->password_file[0] == '\0')
+		daemon_die_usage("a Redis user needs --redis-password-file");
 	if (!daemon_flag_seen(flags, n, "trusted-proxy")) {
 		add_trusted(c, "127.0.0.1");
 		add_trusted(c, "::1");
@@ -211,6 +311,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct master_cf
 struct app {
 	struct daemon d;
 	struct master m;
+	struct master_redis_cfg redis;
 	char snapshot[sizeof(((struct master_cfg *)0)->state_dir) + 16];
 	struct ev_timer drain;
 };
@@ -238,9 +339,11 @@ int main(int argc, char **argv)
 	struct master *m = &app.m;
 	char ha[ADDR_STRLEN], ua[ADDR_STRLEN];
 	int r, ret = DAEMON_EXIT_FAIL;
+	static char page[sizeof(usage) + sizeof(usage_rest)];
 
-	daemon_init(d, "rally-master", usage);
-	parse_args(d, argc, argv, &m->cfg);
+	snprintf(page, sizeof(page), "%s%s", usage, usage_rest);
+	daemon_init(d, "rally-master", page);
+	parse_args(d, argc, argv, &m->cfg, &app.redis);
 	daemon_start(d);
 	m->loop = d->loop;
 	daemon_set_handlers(d, on_stop, NULL, &app);
@@ -268,6 +371,8 @@ int main(int argc, char **argv)
 	/* A corrupt snapshot is moved aside and reported; we start empty. */
 	master_registry_load(m->reg, app.snapshot);
 	if (d->check) {
+		if (app.redis.on && master_redis_check_config(&app.redis) < 0)
+			goto out;
 		log_bare("config-ok lobbies=%zu q3=%zu fugitive=%zu",
 			 master_registry_count(m->reg, MASTER_REG_LOBBY),
 			 master_registry_count(m->reg, MASTER_REG_Q3),
@@ -277,6 +382,9 @@ int main(int argc, char **argv)
 	}
 	if ((r = master_http_new(m)) < 0)
 		goto out; /* it said which listener */
+	/* After the snapshot: what it restored is published once connected. */
+	if (app.redis.on && (r = master_redis_new(m, &app.redis)) < 0)
+		goto fail;
 	/* The ready line names the first listener; the others say so here. */
 	for (size_t i = 1; master_http_addr(m->http, i) != NULL; i++)
 		log_info("http-listening http=%s",
@@ -317,6 +425,7 @@ out:
 	master_q3_free(m->q3);
 	master_relayport_free(m->relay);
 	master_knock_free(m->knock);
+	master_redis_free(m->redis);
 	master_registry_free(m->reg);
 	daemon_free(d);
 	return ret;

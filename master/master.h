@@ -74,6 +74,11 @@ enum master_reg_kind {
 struct master_reg_head {
 	long long seen_ms;      /* monotonic, last refresh */
 	long long seen_wall_ms; /* wall clock, last refresh (snapshots, ages) */
+	/* --redis: merged from another master (never in our snapshot, never
+	 * written back by us); its seen times are its origin's. */
+	bool remote;
+	bool queued;    /* ours, waiting to be written to Redis */
+	uint32_t epoch; /* remote: the sync that last confirmed it */
 };
 
 #define MASTER_REG_KEY_MAX (32)
@@ -155,6 +160,53 @@ void master_registry_autosave(struct master_registry *reg, const char *path, lon
 /* Prometheus lines for the registry. */
 void master_registry_metrics(const struct master_registry *reg, struct strbuf *out);
 
+/*
+ * The shared registry (master_redis.c). With sync set, an entry of ours
+ * that was inserted or refreshed is queued and handed to publish once, at
+ * the end of the loop turn (its fields are final by then); one we delete
+ * (master_registry_del, not expiry: Redis expires keys itself) goes to
+ * deleted at once, with the wall time of the deletion.
+ */
+struct master_reg_sync {
+	void (*publish)(void *arg, enum master_reg_kind kind, const uint8_t *key, const void *val);
+	void (*deleted)(void *arg, enum master_reg_kind kind, const uint8_t *key,
+			long long wall_ms);
+	void *arg;
+};
+void master_registry_set_sync(struct master_registry *reg, const struct master_reg_sync *sync);
+/* The kind's declaration (NULL when not declared). */
+const struct master_reg_kind_ops *master_registry_ops(const struct master_registry *reg,
+						      enum master_reg_kind kind);
+/* The kind called name ("lobbies", "q3", "fugitive"), or -ENOENT. */
+int master_registry_kind_by_name(const struct master_registry *reg, const char *name);
+/*
+ * Merges val (a whole value as the kind's load fills it, its head's
+ * seen_wall_ms the origin's) as a remote entry confirmed by sync epoch.
+ * It replaces a remote copy, or our own entry when newer than it; it takes
+ * the place in the table its age gives it. Returns 1 merged, 0 when ours is
+ * newer (kept), -ESTALE when already past the TTL, -ENOSPC when the kind is
+ * full.
+ */
+int master_registry_merge(struct master_registry *reg, enum master_reg_kind kind, const void *val,
+			  uint32_t epoch);
+/* Another master deleted key at wall_ms: drops our copy, remote or ours,
+ * unless ours was refreshed after. Returns 1 when something went. */
+int master_registry_unmerge(struct master_registry *reg, enum master_reg_kind kind,
+			    const uint8_t *key, long long wall_ms);
+/* The key is gone from Redis: drops our copy if it is a remote one. */
+int master_registry_unmerge_remote(struct master_registry *reg, enum master_reg_kind kind,
+				   const uint8_t *key);
+/* Drops remote entries a full sync did not confirm (epoch older); the
+ * number dropped. */
+size_t master_registry_drop_unconfirmed(struct master_registry *reg, uint32_t epoch);
+/* Queues every entry of ours for publish (a reconnection). */
+void master_registry_publish_all(struct master_registry *reg);
+/* Remote entries held of a kind. */
+size_t master_registry_remote_count(const struct master_registry *reg, enum master_reg_kind kind);
+/* True while merge or unmerge drops an entry (on_drop callers that log
+ * expiries tell them apart). */
+bool master_registry_merging(const struct master_registry *reg);
+
 /* ---- the daemon ---- */
 
 struct master_http;
@@ -163,6 +215,7 @@ struct master_relayport;
 struct master_q3;
 struct master_fugitive;
 struct master_list;
+struct master_redis;
 
 struct master {
 	struct master_cfg cfg;
@@ -175,6 +228,7 @@ struct master {
 	struct master_fugitive *fug;
 	struct master_list *lobby_list; /* GET /list, kept */
 	struct master_list *fug_list;   /* GET /servers, kept */
+	struct master_redis *redis;     /* --redis, else NULL */
 	bool stopping;
 };
 
@@ -256,12 +310,24 @@ void master_knock_free(struct master_knock *k);
 void master_knock_post(struct master *m, struct httpd_req *req, struct json_object *body);
 void master_knock_get(struct master *m, struct httpd_req *req);
 void master_knock_metrics(const struct master_knock *k, struct strbuf *out);
+/*
+ * --redis: a note another master stored under tag (24 hex), validated by
+ * the codec. Returns 1 merged, 0 already held or past its TTL, -ENOSPC
+ * when the tag is new and the table full.
+ */
+struct master_redis_note;
+int master_knock_merge(struct master *m, const char *tag, const struct master_redis_note *note);
+/* --redis: every live note of ours, written again. */
+void master_knock_republish(struct master *m);
 
 /* ---- master_relayport.c: the UDP relay ports ---- */
 
 struct master_relayport_info {
 	uint16_t port;
 	char id_hex[33];
+	/* --redis: the --relay-ip of the master that allocated it; "" for
+	 * one of ours. */
+	char ip[64];
 };
 
 int master_relayport_new(struct master *m);
@@ -273,6 +339,10 @@ void master_relayport_free(struct master_relayport *r);
 int master_relayport_alloc(struct master_relayport *r, const char *tag, const char *nonce,
 			   struct master_relayport_info *out);
 void master_relayport_metrics(const struct master_relayport *r, struct strbuf *out);
+/* The 32-byte key of (tag, nonce): BLAKE2b-256 of "tag|nonce". */
+void master_relay_key(const char *tag, const char *nonce, uint8_t key[32]);
+/* --redis: every open allocation of ours, written again. */
+void master_relayport_republish(struct master_relayport *r);
 
 /* ---- master_q3.c: the Quake 3 / ET UDP master ---- */
 

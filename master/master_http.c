@@ -21,6 +21,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "master.h"
+#include "master_redis.h"
 #include "strbuf.h"
 
 /* Bodies: the netpunch API's MAX_BODY; larger ones reach the doors marked. */
@@ -183,6 +184,8 @@ static void metrics(struct master *m, struct httpd_req *req)
 		master_q3_metrics(m->q3, &b);
 	if (m->fug != NULL)
 		master_fugitive_metrics(m->fug, &b);
+	if (m->redis != NULL)
+		master_redis_metrics(m->redis, &b);
 	strbuf_printf(&b, "# HELP rally_master_list_builds_total Kept listings built, served "
 			  "from the kept body, gzip-compressed.\n# TYPE "
 			  "rally_master_list_builds_total counter\n");
@@ -217,7 +220,14 @@ static void on_request(struct httpd_req *req, void *arg)
 	}
 	if (strcmp(path, "/healthz") == 0 && strcmp(method, "GET") == 0) {
 		master_http_count(m, "healthz", 200);
-		httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+		if (m->redis == NULL)
+			httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+		else if (master_redis_connected(m->redis))
+			httpd_reply(req, 200, "application/json",
+				    "{\"status\":\"ok\",\"redis\":\"connected\"}", 35);
+		else
+			httpd_reply(req, 200, "application/json",
+				    "{\"status\":\"ok\",\"redis\":\"disconnected\"}", 38);
 		return;
 	}
 	if (master_page_handle(m, req))

@@ -21,6 +21,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "master.h"
+#include "master_redis.h"
 #include "master_py.h"
 #include "pyjson.h"
 #include "strbuf.h"
@@ -40,6 +41,7 @@ struct note {
 	long long at_ms; /* monotonic */
 	char blob[KNOCK_BLOB_MAX + 2];
 	bool has_relay;
+	bool remote; /* --redis: posted to another master */
 	struct master_relayport_info relay;
 };
 
@@ -168,12 +170,130 @@ static void put_relay(struct master *m, struct pyjson *j, const struct master_re
 {
 	pyjson_obj_begin(j);
 	pyjson_key(j, "ip");
-	pyjson_cstr(j, m->cfg.relay_ip);
+	/* Another master's allocation is served by its own address. */
+	pyjson_cstr(j, r->ip[0] != '\0' ? r->ip : m->cfg.relay_ip);
 	pyjson_key(j, "port");
 	pyjson_int(j, r->port);
 	pyjson_key(j, "id");
 	pyjson_cstr(j, r->id_hex);
 	pyjson_obj_end(j);
+}
+
+/* --redis: a note of ours as the other masters read it. */
+static void note_out(struct master *m, const struct note *nt, struct master_redis_note *n)
+{
+	size_t len = strcspn(nt->blob, "\n");
+
+	memset(n, 0, sizeof(*n));
+	n->t = nt->t;
+	/* A stored blob is at most KNOCK_BLOB_MAX characters (the post's
+	 * check), plus Python's one trailing newline, which Redis never gets. */
+	memcpy(n->blob, nt->blob, len < sizeof(n->blob) - 1 ? len : sizeof(n->blob) - 1);
+	n->has_relay = nt->has_relay;
+	if (nt->has_relay) {
+		snprintf(n->relay.ip, sizeof(n->relay.ip), "%s",
+			 nt->relay.ip[0] != '\0' ? nt->relay.ip : m->cfg.relay_ip);
+		n->relay.port = nt->relay.port;
+		memcpy(n->relay.id, nt->relay.id_hex, sizeof(n->relay.id));
+	}
+}
+
+static void publish_note(struct master *m, const char *tag, const struct note *nt)
+{
+	struct master_redis_note n;
+
+	note_out(m, nt, &n);
+	master_redis_knock_posted(m->redis, tag, &n, 1);
+}
+
+_Static_assert(KNOCK_PER_TAG <= MASTER_REDIS_KNOCK_BATCH, "a tag's notes in one RPUSH");
+
+/* Every tag's notes of ours in one write each (readers drop the copies
+ * Redis may still hold). */
+void master_knock_republish(struct master *m)
+{
+	struct master_redis_note out[KNOCK_PER_TAG];
+	struct master_knock *k = m->knock;
+	long long now = ev_now(m->loop);
+
+	expire_tags(k, now);
+	for (struct tag *t = htab_oldest(k->tags); t != NULL; t = htab_newer(k->tags, t)) {
+		size_t n = 0;
+
+		prune_tag(k, t, now);
+		for (unsigned i = 0; i < t->n; i++) {
+			const struct note *nt = &t->notes[(t->head + i) % KNOCK_PER_TAG];
+
+			if (!nt->remote)
+				note_out(m, nt, &out[n++]);
+		}
+		if (n > 0)
+			master_redis_knock_posted(m->redis, t->tag, out, n);
+	}
+}
+
+int master_knock_merge(struct master *m, const char *tag, const struct master_redis_note *in)
+{
+	struct master_knock *k = m->knock;
+	long long now = ev_now(m->loop), at;
+	double age_s = unix_now() - in->t;
+	struct note all[KNOCK_PER_TAG + 1], *nt;
+	uint8_t key[TAG_MAX];
+	unsigned n = 0, skip;
+	struct tag *t;
+
+	/* Its age by the poster's clock; a note from the future is now. */
+	at = now - (age_s > 0 ? (long long)(age_s * 1000) : 0);
+	if (now - at >= m->cfg.knock_ttl_ms)
+		return 0;
+	expire_tags(k, now);
+	tag_key(tag, key);
+	t = htab_get(k->tags, key);
+	if (t == NULL) {
+		if (htab_count(k->tags) >= KNOCK_MAX_TAGS ||
+		    (t = htab_insert(k->tags, key, false, NULL)) == NULL)
+			return -ENOSPC;
+		snprintf(t->tag, sizeof(t->tag), "%s", tag);
+		t->head = t->n = 0;
+		t->newest_ms = at;
+	}
+	prune_tag(k, t, now);
+	for (unsigned i = 0; i < t->n; i++) {
+		const struct note *o = &t->notes[(t->head + i) % KNOCK_PER_TAG];
+
+		if (o->t == in->t && strcmp(o->blob, in->blob) == 0)
+			return 0; /* held already (ours, or merged before) */
+		all[n++] = *o;
+	}
+	/* In time order with the rest, the newest 16 kept. */
+	nt = &all[n];
+	memset(nt, 0, sizeof(*nt));
+	nt->t = in->t;
+	nt->at_ms = at;
+	snprintf(nt->blob, sizeof(nt->blob), "%s", in->blob);
+	nt->remote = true;
+	nt->has_relay = in->has_relay;
+	if (in->has_relay) {
+		nt->relay.port = in->relay.port;
+		memcpy(nt->relay.id_hex, in->relay.id, sizeof(nt->relay.id_hex));
+		snprintf(nt->relay.ip, sizeof(nt->relay.ip), "%s", in->relay.ip);
+	}
+	for (unsigned i = n; i > 0 && all[i - 1].t > all[i].t; i--) {
+		struct note tmp = all[i - 1];
+
+		all[i - 1] = all[i];
+		all[i] = tmp;
+	}
+	n++;
+	skip = n > KNOCK_PER_TAG ? n - KNOCK_PER_TAG : 0;
+	t->head = 0;
+	t->n = n - skip;
+	for (unsigned i = 0; i < t->n; i++)
+		t->notes[i] = all[skip + i];
+	if (at > t->newest_ms)
+		t->newest_ms = at;
+	htab_touch(k->tags, t);
+	return 1;
 }
 
 void master_knock_post(struct master *m, struct httpd_req *req, struct json_object *d)
@@ -212,7 +332,9 @@ void master_knock_post(struct master *m, struct httpd_req *req, struct json_obje
 	/* X-Real-IP, from a trusted proxy only (the reference trusts anyone). */
 	master_http_client_ip(m, req, "X-Real-IP", &client);
 	addr_to_ip(&client, &ip);
-	if (master_py_truthy_field(d, "relay") && m->relay != NULL) {
+	if (master_py_truthy_field(d, "relay") && (m->relay != NULL || m->redis != NULL)) {
+		uint8_t rkey[32];
+
 		nonce[0] = '\0';
 		if (master_py_truthy_field(d, "j"))
 			master_py_field_str(d, "j", sizeof(nonce) - 1, nonce, sizeof(nonce));
@@ -226,12 +348,20 @@ void master_knock_post(struct master *m, struct httpd_req *req, struct json_obje
 			reply_error(m, req, (unsigned)st, why);
 			return;
 		}
-		if (master_relayport_alloc(m->relay, tag, nonce, &ra) < 0) {
-			reply_error(m, req, 503, "relay full");
-			return;
+		/* --redis: another master may hold the allocation already (the
+		 * same knock posted there first); it stays the one port. */
+		master_relay_key(tag, nonce, rkey);
+		if (master_redis_relay_find(m->redis, rkey, &ra)) {
+			want_relay = true;
+		} else if (m->relay != NULL) {
+			if (master_relayport_alloc(m->relay, tag, nonce, &ra) < 0) {
+				reply_error(m, req, 503, "relay full");
+				return;
+			}
+			want_relay = true;
 		}
-		want_relay = true;
-		k->relays++;
+		if (want_relay)
+			k->relays++;
 	}
 	st = refusal(k, tag, &ip, now, &why);
 	if (st != 0) {
@@ -264,8 +394,11 @@ void master_knock_post(struct master *m, struct httpd_req *req, struct json_obje
 	nt->at_ms = now;
 	snprintf(nt->blob, sizeof(nt->blob), "%s", blob);
 	nt->has_relay = want_relay;
+	nt->remote = false;
 	if (want_relay)
 		nt->relay = ra;
+	if (m->redis != NULL)
+		publish_note(m, t->tag, nt);
 	t->newest_ms = now;
 	htab_touch(k->tags, t);
 	k->posted++;

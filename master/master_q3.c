@@ -556,7 +556,9 @@ static void on_drop(void *arg, void *val)
 		p->counted = true;
 	else
 		ip_dec(q, key_ip(&s->key));
-	if (!q->deleting) {
+	/* A remote listing is its own master's to expire; a merge replacing
+	 * or dropping one is no expiry either. */
+	if (!q->deleting && !s->head.remote && !master_registry_merging(q->m->reg)) {
 		q->delisted_expired++;
 		log_info("q3-delisted server=%s game=%s reason=expired",
 			 key_str(&s->key, a, sizeof(a)), s->gamename);

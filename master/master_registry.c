@@ -36,6 +36,19 @@ struct master_registry {
 	char save_path[PATH_MAX];
 	long long save_every_ms;
 	uint64_t saves, save_errors;
+
+	/* --redis (master_registry_set_sync). */
+	bool has_sync, merging;
+	struct master_reg_sync sync;
+	struct queued *queue; /* entries of ours to publish this turn */
+	size_t nqueue, qcap;
+	bool queue_all; /* the queue overflowed, or a reconnection: all of ours */
+	size_t remote[MASTER_REG_NKINDS];
+};
+
+struct queued {
+	enum master_reg_kind kind;
+	uint8_t key[MASTER_REG_KEY_MAX];
 };
 
 static long long wall_ms(void)
@@ -45,6 +58,8 @@ static long long wall_ms(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+static void flush_queue(void *arg);
 
 static void on_tick(struct ev_timer *t, void *arg)
 {
@@ -73,8 +88,11 @@ void master_registry_free(struct master_registry *reg)
 		return;
 	ev_timer_stop(reg->loop, &reg->tick);
 	ev_timer_stop(reg->loop, &reg->save_timer);
+	if (reg->has_sync)
+		ev_before_sleep_del(reg->loop, flush_queue, reg);
 	for (int k = 0; k < MASTER_REG_NKINDS; k++)
 		htab_free(reg->t[k]);
+	free(reg->queue);
 	free(reg);
 }
 
@@ -93,6 +111,8 @@ int master_registry_add_kind(struct master_registry *reg, enum master_reg_kind k
 
 static void drop(struct master_registry *reg, enum master_reg_kind kind, void *val)
 {
+	if (((struct master_reg_head *)val)->remote)
+		reg->remote[kind]--;
 	if (reg->ops[kind].on_drop != NULL)
 		reg->ops[kind].on_drop(reg->ops[kind].arg, val);
 	htab_remove(reg->t[kind], val);
@@ -138,10 +158,36 @@ void *master_registry_get(struct master_registry *reg, enum master_reg_kind kind
 	return h;
 }
 
-static void stamp(struct master_reg_head *h, long long now, long long wall)
+/* An entry of ours changed: write it to Redis at the end of this turn. */
+static void enqueue(struct master_registry *reg, enum master_reg_kind kind,
+		    struct master_reg_head *h)
+{
+	struct queued *q;
+
+	if (!reg->has_sync || h->queued)
+		return;
+	if (reg->nqueue == reg->qcap) {
+		/* Deleted entries still hold their slots: publish all of ours. */
+		reg->queue_all = true;
+		return;
+	}
+	q = &reg->queue[reg->nqueue++];
+	q->kind = kind;
+	memcpy(q->key, htab_key(reg->t[kind], h), reg->ops[kind].key_len);
+	h->queued = true;
+}
+
+static void stamp(struct master_registry *reg, enum master_reg_kind kind, struct master_reg_head *h,
+		  long long now, long long wall)
 {
 	h->seen_ms = now;
 	h->seen_wall_ms = wall;
+	if (h->remote) {
+		/* Refreshed here: ours now. */
+		h->remote = false;
+		reg->remote[kind]--;
+	}
+	enqueue(reg, kind, h);
 }
 
 void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind, const void *key,
@@ -165,14 +211,15 @@ void *master_registry_put(struct master_registry *reg, enum master_reg_kind kind
 		return NULL;
 	}
 	*created = true;
-	stamp(h, ev_now(reg->loop), wall_ms());
+	h->remote = h->queued = false;
+	stamp(reg, kind, h, ev_now(reg->loop), wall_ms());
 	reg->gen[kind]++;
 	return h;
 }
 
 void master_registry_refresh(struct master_registry *reg, enum master_reg_kind kind, void *val)
 {
-	stamp(val, ev_now(reg->loop), wall_ms());
+	stamp(reg, kind, val, ev_now(reg->loop), wall_ms());
 	htab_touch(reg->t[kind], val);
 	reg->gen[kind]++;
 }
@@ -189,7 +236,13 @@ uint64_t master_registry_gen(const struct master_registry *reg, enum master_reg_
 
 void master_registry_del(struct master_registry *reg, enum master_reg_kind kind, void *val)
 {
+	uint8_t key[MASTER_REG_KEY_MAX];
+
+	if (reg->has_sync)
+		memcpy(key, htab_key(reg->t[kind], val), reg->ops[kind].key_len);
 	drop(reg, kind, val);
+	if (reg->has_sync)
+		reg->sync.deleted(reg->sync.arg, kind, key, wall_ms());
 }
 
 void *master_registry_next(struct master_registry *reg, enum master_reg_kind kind, const void *prev)
@@ -230,8 +283,12 @@ int master_registry_save(struct master_registry *reg, const char *path)
 		/* Oldest first, so a restore inserts in the same order. */
 		for (struct master_reg_head *h = htab_oldest(reg->t[k]); h != NULL;
 		     h = htab_newer(reg->t[k], h)) {
-			struct json_object *o = json_object_new_object();
+			struct json_object *o;
 
+			/* Remote entries are their masters' to keep. */
+			if (h->remote)
+				continue;
+			o = json_object_new_object();
 			json_object_object_add(o, "seen_ms",
 					       json_object_new_int64(h->seen_wall_ms));
 			reg->ops[k].save(h, o);
@@ -449,4 +506,199 @@ void master_registry_metrics(const struct master_registry *reg, struct strbuf *o
 		      "rally_master_snapshots_total{result=\"ok\"} %llu\n"
 		      "rally_master_snapshots_total{result=\"error\"} %llu\n",
 		      (unsigned long long)reg->saves, (unsigned long long)reg->save_errors);
+}
+
+/* ---- the shared registry (--redis) ---- */
+
+static void publish_entry(struct master_registry *reg, enum master_reg_kind kind,
+			  struct master_reg_head *h, long long now)
+{
+	h->queued = false;
+	if (h->remote || (reg->ops[kind].ttl_ms > 0 && now - h->seen_ms > reg->ops[kind].ttl_ms))
+		return;
+	reg->sync.publish(reg->sync.arg, kind, htab_key(reg->t[kind], h), h);
+}
+
+/* Before the loop sleeps: the entries of ours that changed this turn. */
+static void flush_queue(void *arg)
+{
+	struct master_registry *reg = arg;
+	long long now = ev_now(reg->loop);
+
+	if (reg->queue_all) {
+		reg->queue_all = false;
+		reg->nqueue = 0;
+		for (int k = 0; k < MASTER_REG_NKINDS; k++) {
+			if (reg->t[k] == NULL)
+				continue;
+			for (struct master_reg_head *h = htab_oldest(reg->t[k]); h != NULL;
+			     h = htab_newer(reg->t[k], h))
+				publish_entry(reg, (enum master_reg_kind)k, h, now);
+		}
+		return;
+	}
+	for (size_t i = 0; i < reg->nqueue; i++) {
+		const struct queued *q = &reg->queue[i];
+		struct master_reg_head *h = htab_get(reg->t[q->kind], q->key);
+
+		if (h != NULL && h->queued)
+			publish_entry(reg, q->kind, h, now);
+	}
+	reg->nqueue = 0;
+}
+
+void master_registry_set_sync(struct master_registry *reg, const struct master_reg_sync *sync)
+{
+	size_t cap = 0;
+
+	for (int k = 0; k < MASTER_REG_NKINDS; k++)
+		cap += reg->ops[k].capacity;
+	reg->queue = calloc(cap > 0 ? cap : 1, sizeof(*reg->queue));
+	if (reg->queue == NULL)
+		log_fatalx("registry-sync-init-fail entries=%zu", cap);
+	if (ev_before_sleep_add(reg->loop, flush_queue, reg) < 0)
+		log_fatalx("registry-sync-init-fail hooks");
+	reg->qcap = cap;
+	reg->sync = *sync;
+	reg->has_sync = true;
+}
+
+const struct master_reg_kind_ops *master_registry_ops(const struct master_registry *reg,
+						      enum master_reg_kind kind)
+{
+	return (unsigned)kind < MASTER_REG_NKINDS && reg->t[kind] != NULL ? &reg->ops[kind] : NULL;
+}
+
+int master_registry_kind_by_name(const struct master_registry *reg, const char *name)
+{
+	for (int k = 0; k < MASTER_REG_NKINDS; k++) {
+		if (reg->t[k] != NULL && strcmp(reg->ops[k].name, name) == 0)
+			return k;
+	}
+	return -ENOENT;
+}
+
+int master_registry_merge(struct master_registry *reg, enum master_reg_kind kind, const void *val,
+			  uint32_t epoch)
+{
+	const struct master_reg_kind_ops *ops = &reg->ops[kind];
+	const struct master_reg_head *src = val;
+	struct master_reg_head *h, *o;
+	uint8_t key[MASTER_REG_KEY_MAX];
+	long long now = ev_now(reg->loop), age = wall_ms() - src->seen_wall_ms;
+
+	if (reg->t[kind] == NULL)
+		return -EINVAL;
+	if (age < 0)
+		age = 0;
+	if (ops->ttl_ms > 0 && age > ops->ttl_ms)
+		return -ESTALE;
+	memset(key, 0, sizeof(key));
+	ops->key_of(val, key);
+	h = htab_get(reg->t[kind], key);
+	if (h != NULL && !h->remote && h->seen_wall_ms >= src->seen_wall_ms)
+		return 0;
+	reg->merging = true;
+	if (h != NULL)
+		drop(reg, kind, h);
+	else
+		expire_kind(reg, kind, now);
+	h = htab_insert(reg->t[kind], key, false, NULL);
+	if (h == NULL) {
+		reg->merging = false;
+		return -ENOSPC;
+	}
+	memcpy(h, val, ops->val_size);
+	h->seen_ms = now - age;
+	h->remote = true;
+	h->queued = false;
+	h->epoch = epoch;
+	/* Its place by age, so expiry still takes from the old end. */
+	o = htab_older(reg->t[kind], h);
+	if (o != NULL && o->seen_ms > h->seen_ms) {
+		while (o != NULL && o->seen_ms > h->seen_ms)
+			o = htab_older(reg->t[kind], o);
+		htab_move_after(reg->t[kind], h, o);
+	}
+	reg->remote[kind]++;
+	reg->gen[kind]++;
+	if (ops->on_restore != NULL)
+		ops->on_restore(ops->arg, h);
+	reg->merging = false;
+	return 1;
+}
+
+int master_registry_unmerge(struct master_registry *reg, enum master_reg_kind kind,
+			    const uint8_t *key, long long wall)
+{
+	uint8_t k[MASTER_REG_KEY_MAX];
+	struct master_reg_head *h;
+
+	if (reg->t[kind] == NULL)
+		return 0;
+	memset(k, 0, sizeof(k));
+	memcpy(k, key, reg->ops[kind].key_len);
+	h = htab_get(reg->t[kind], k);
+	if (h == NULL || h->seen_wall_ms > wall)
+		return 0;
+	reg->merging = true;
+	drop(reg, kind, h);
+	reg->merging = false;
+	return 1;
+}
+
+int master_registry_unmerge_remote(struct master_registry *reg, enum master_reg_kind kind,
+				   const uint8_t *key)
+{
+	uint8_t k[MASTER_REG_KEY_MAX];
+	struct master_reg_head *h;
+
+	if (reg->t[kind] == NULL)
+		return 0;
+	memset(k, 0, sizeof(k));
+	memcpy(k, key, reg->ops[kind].key_len);
+	h = htab_get(reg->t[kind], k);
+	if (h == NULL || !h->remote)
+		return 0;
+	reg->merging = true;
+	drop(reg, kind, h);
+	reg->merging = false;
+	return 1;
+}
+
+size_t master_registry_drop_unconfirmed(struct master_registry *reg, uint32_t epoch)
+{
+	size_t n = 0;
+
+	reg->merging = true;
+	for (int k = 0; k < MASTER_REG_NKINDS; k++) {
+		struct master_reg_head *h, *next;
+
+		if (reg->t[k] == NULL)
+			continue;
+		for (h = htab_oldest(reg->t[k]); h != NULL; h = next) {
+			next = htab_newer(reg->t[k], h);
+			if (h->remote && h->epoch != epoch) {
+				drop(reg, (enum master_reg_kind)k, h);
+				n++;
+			}
+		}
+	}
+	reg->merging = false;
+	return n;
+}
+
+void master_registry_publish_all(struct master_registry *reg)
+{
+	reg->queue_all = true;
+}
+
+size_t master_registry_remote_count(const struct master_registry *reg, enum master_reg_kind kind)
+{
+	return reg->remote[kind];
+}
+
+bool master_registry_merging(const struct master_registry *reg)
+{
+	return reg->merging;
 }

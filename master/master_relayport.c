@@ -24,6 +24,7 @@
 #include "htab.h"
 #include "log.h"
 #include "master.h"
+#include "master_redis.h"
 #include "strbuf.h"
 
 #define BATCH    (64)
@@ -41,6 +42,7 @@ struct alloc {
 	struct addr host, joiner;
 	bool has_host, has_joiner;
 	long long created_ms, last_ms;
+	long long pub_ms; /* --redis: last written to Redis */
 	uint64_t datagrams, bytes;
 	bool used;
 };
@@ -56,7 +58,7 @@ struct master_relayport {
 		relayed_bytes, full;
 };
 
-static void key_for(const char *tag, const char *nonce, uint8_t key[KEY_LEN])
+void master_relay_key(const char *tag, const char *nonce, uint8_t key[32])
 {
 	crypto_generichash_state st;
 
@@ -73,6 +75,7 @@ static void alloc_close(struct master_relayport *r, struct alloc *a, const char 
 
 	if (slot != NULL)
 		htab_remove(r->by_key, slot);
+	master_redis_relay_closed(r->m->redis, a->key);
 	ev_io_del(a->io, true);
 	a->io = NULL;
 	a->fd = -1;
@@ -158,6 +161,29 @@ static void on_io(struct ev_io *io, uint32_t events, void *arg)
 	}
 }
 
+static void publish(struct master_relayport *r, struct alloc *a, long long now)
+{
+	struct master_relayport_info info;
+
+	if (r->m->redis == NULL)
+		return;
+	memset(&info, 0, sizeof(info));
+	info.port = a->port;
+	sodium_bin2hex(info.id_hex, sizeof(info.id_hex), a->id, NP1_RELAY_ID_LEN);
+	master_redis_relay_put(r->m->redis, a->key, &info);
+	a->pub_ms = now;
+}
+
+void master_relayport_republish(struct master_relayport *r)
+{
+	long long now = ev_now(r->m->loop);
+
+	for (size_t i = 0; i < r->nports; i++) {
+		if (r->allocs[i].used)
+			publish(r, &r->allocs[i], now);
+	}
+}
+
 static void on_sweep(struct ev_timer *t, void *arg)
 {
 	struct master_relayport *r = arg;
@@ -174,6 +200,10 @@ static void on_sweep(struct ev_timer *t, void *arg)
 		} else if (now - a->created_ms > r->m->cfg.relay_life_ms) {
 			r->closed_life++;
 			alloc_close(r, a, "lifetime");
+		} else if (a->last_ms > a->pub_ms &&
+			   now - a->pub_ms >= r->m->cfg.relay_idle_ms / 3) {
+			/* Used since it was last written: its Redis key lives on. */
+			publish(r, a, now);
 		}
 	}
 	ev_timer_start(r->m->loop, t, SWEEP_MS, on_sweep, r);
@@ -187,7 +217,7 @@ int master_relayport_alloc(struct master_relayport *r, const char *tag, const ch
 	struct alloc *a;
 	long long now = ev_now(r->m->loop);
 
-	key_for(tag, nonce, key);
+	master_relay_key(tag, nonce, key);
 	slot = htab_get(r->by_key, key);
 	if (slot != NULL) {
 		a = &r->allocs[*slot];
@@ -230,11 +260,13 @@ int master_relayport_alloc(struct master_relayport *r, const char *tag, const ch
 		r->inuse++;
 		r->opened++;
 		log_info("relay-port-open port=%u tag=%s..", a->port, a->tag8);
+		publish(r, a, now);
 		goto found;
 	}
 	r->full++;
 	return -ENOSPC;
 found:
+	memset(out, 0, sizeof(*out));
 	out->port = a->port;
 	sodium_bin2hex(out->id_hex, sizeof(out->id_hex), a->id, NP1_RELAY_ID_LEN);
 	return 0;

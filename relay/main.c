@@ -1,19 +1,24 @@
 /*
- * rally-relay: the front of a Quake 3 engine game server.
+ * rally-relay: the front of Quake 3 engine game servers.
  *
- * main() parses the command line and wires the modules together: bans (the
- * state file must load before anything listens), the proxy (public socket),
- * the heartbeats, the control API; then it runs the loop until SIGINT or
- * SIGTERM, sends the flatline and exits. SIGHUP reloads bans.json and the
- * token file.
+ * main() parses the command line (the classic flags make one unnamed
+ * server; --servers FILE names several) and wires the modules together:
+ * bans (the state files must load before anything listens), each server
+ * (its public sockets, sessions and heartbeats: relay_server.c), the
+ * tunnel, the control API; then it runs the loop until SIGINT or SIGTERM,
+ * sends the flatlines and exits. SIGHUP reloads the bans, the token file,
+ * the tunnel's keys and the servers file.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "banlist.h"
@@ -22,27 +27,29 @@
 #include "num.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "statefile.h"
 
 static const char usage[] =
-	"NAME\n"
-	"    rally-relay - the front of a Quake 3 engine game server\n"
+	"Usage: rally-relay --server HOST:PORT [OPTION]...\n"
+	"  or:  rally-relay --servers FILE [OPTION]...\n"
+	"  or:  rally-relay --tunnel-listen ADDR:PORT --tunnel-keys FILE [OPTION]...\n"
+	"  or:  rally-relay agent --relay URL --realm-id UUID --key FILE [OPTION]...\n"
+	"The front of a Quake 3 engine game server.\n"
 	"\n"
-	"SYNOPSIS\n"
-	"    rally-relay --server HOST:PORT [options]\n"
-	"    rally-relay --tunnel-listen ADDR:PORT --tunnel-keys FILE [options]\n"
-	"    rally-relay agent --relay URL --realm-id UUID --key FILE [options]\n"
+	"Owns the public UDP port of a game server (Enemy Territory, ET: Legacy,\n"
+	"ioquake3, OpenArena) and proxies every client to it, one upstream socket\n"
+	"per client address. Drops what clients have no business sending (rcon\n"
+	"and any command but getstatus, getinfo, getchallenge, connect, PB_*),\n"
+	"limits getstatus/getinfo to a burst of 5 then 1/s per source IP, bans\n"
+	"addresses, and heartbeats the masters itself so the server is listed\n"
+	"under the relay's address. One relay fronts one server (the flags below)\n"
+	"or several (--servers FILE), each on its own public port. The home side\n"
+	"of its tunnel is rally-relay agent (see rally-relay agent --help).\n"
 	"\n"
-	"DESCRIPTION\n"
-	"    Owns the public UDP port of a game server (Enemy Territory, ET: Legacy,\n"
-	"    ioquake3, OpenArena) and proxies every client to it, one upstream socket\n"
-	"    per client address. Drops what clients have no business sending (rcon\n"
-	"    and any command but getstatus, getinfo, getchallenge, connect, PB_*),\n"
-	"    limits getstatus/getinfo to a burst of 5 then 1/s per source IP, bans\n"
-	"    addresses, and heartbeats the masters itself so the server is listed\n"
-	"    under the relay's address.\n"
-	"\n"
-	"OPTIONS\n"
-	"    --listen ADDR:PORT        public UDP address (default 0.0.0.0:27960)\n"
+	"Options:\n"
+	"    --listen ADDR:PORT        public UDP address (default 0.0.0.0:27960);\n"
+	"                              [::]:PORT takes IPv6 and IPv4 (dual-stack);\n"
+	"                              twice for one IPv4 and one IPv6 address\n"
 	"    --server HOST:PORT        the game server (resolved once; required\n"
 	"                              unless the relay is a tunnel only), or\n"
 	"                              tunnel:REALM_UUID: at home behind that realm's\n"
@@ -56,19 +63,27 @@ static const char usage[] =
 	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
 	"                              sources together (default 100, 0 = no cap);\n"
 	"                              the masters are exempt\n"
+	"    --servers FILE            several servers instead: [server NAME] sections\n"
+	"                              of these flags as key = value (docs/relay.md);\n"
+	"                              excludes the flags above and the tuning ones\n"
 	"    --control ADDR:PORT       HTTP control API (off by default; bind it to\n"
 	"                              127.0.0.1 or a tunnel address, never public)\n"
 	"    --token-file PATH         bearer token for the control API, >= 32 chars\n"
-	"    --state-dir DIR           where bans.json lives (default /var/lib/rally-relay)\n"
+	"    --state-dir DIR           where bans.json lives (default\n"
+	"                              /var/lib/rally-relay; a named server's:\n"
+	"                              servers/NAME/bans.json)\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log sessions, commands and heartbeats\n"
-	"    --check-config            check flags, token and bans.json, then exit\n"
-	"    --help, --version\n"
+	"    --check-config            check flags, servers file, token and bans, then\n"
+	"                              exit\n"
+	"    --help                    print this help, then exit\n"
+	"    --version                 print the version, then exit\n"
 	"\n";
 
 /* The rest of the page (C99 caps one literal at 4,095 bytes). */
 static const char usage_qcache[] =
-	"QUERIES AND ATTACKS (docs/relay.md, \"Queries, budgets, attack mode\")\n"
+	"QUERIES AND ATTACKS (docs/relay.md, \"Queries, budgets, attack mode\"; with\n"
+	"--servers, the same keys per server in the file)\n"
 	"    --query-cache on|off      answer getinfo/getstatus from the server's own\n"
 	"                              latest answers (default on; off: forward them\n"
 	"                              with --query-budget, as etrelay does)\n"
@@ -98,95 +113,104 @@ static const char usage_qcache[] =
 	"\n";
 
 static const char usage_tunnel[] =
-	"TUNNEL (see rally-relay agent --help for the home side)\n"
-	"    --tunnel-listen ADDR:PORT coa-relay's host tunnel (GET /relay/v1/host,\n"
+	"Tunnel (the public side; rally-relay agent is the home side):\n"
+	"    --tunnel-listen ADDR:PORT  coa-relay's host tunnel (GET /relay/v1/host,\n"
 	"                              /relay/v1/health); coa listens on 0.0.0.0:8082\n"
 	"    --tunnel-keys FILE        realm keys: REALM_UUID PUBLIC_KEY per line\n"
 	"    --tunnel-pg CONNINFO      or look keys up in PostgreSQL (coa's realms)\n"
 	"    --tunnel-ports MIN-MAX    port pool (default 40000-43999)\n"
 	"    --tunnel-bind IP          where allocated ports listen (default 0.0.0.0)\n"
 	"    --tunnel-relay-host HOST  what hosts are told to give players\n"
-	"    --tunnel-max-hosts N, --tunnel-max-allocs N, --tunnel-max-allocs-realm N,\n"
-	"    --tunnel-max-allocs-player N, --tunnel-max-streams N (per realm)\n"
-	"                              limits (2048, 4096, 2048, 4, 2048)\n"
+	"    --tunnel-max-hosts N      tunnels at once (default 2048)\n"
+	"    --tunnel-max-allocs N     port allocations in all (default 4096)\n"
+	"    --tunnel-max-allocs-realm N  allocations per realm (default 2048)\n"
+	"    --tunnel-max-allocs-player N  allocations per player (default 4)\n"
+	"    --tunnel-max-streams N    player connections per realm (default 2048)\n"
 	"\n"
-	"TUNING (tests)\n"
+	"Tuning (for tests; the defaults are the design's values):\n"
 	"    --session-timeout S       idle session lifetime (default 120)\n"
-	"    --tunnel-alloc-timeout S, --tunnel-idle-timeout S, --tunnel-ping-interval S,\n"
-	"    --tunnel-handshake-timeout S, --tunnel-connect-timeout S (120 60 30 10 15)\n"
-	"    --probe-timeout MS        wait per server probe attempt (default 3000)\n"
-	"    --max-sessions N          concurrent sessions (default 2048)\n"
 	"    --unconfirmed-timeout S   idle lifetime of sessions the client never\n"
 	"                              confirmed by speaking after the server's answer\n"
 	"                              (default 10); when the table is full the oldest\n"
 	"                              of them (idle >= 1 s) makes room for a new client\n"
+	"    --probe-timeout MS        wait per server probe attempt (default 3000)\n"
+	"    --max-sessions N          concurrent sessions (default 2048)\n"
+	"    --tunnel-alloc-timeout S  an allocation's ports close if nobody connects\n"
+	"                              in time (default 120)\n"
+	"    --tunnel-idle-timeout S   a tunnel or a stream with no traffic (default 60)\n"
+	"    --tunnel-ping-interval S  pings on an idle tunnel (default 30)\n"
+	"    --tunnel-handshake-timeout S  a host's handshake (default 10)\n"
+	"    --tunnel-connect-timeout S  the host's answer to connect (default 15)\n"
+	"\n";
+
+static const char usage_api[] =
+	"Control API (--control):\n"
+	"    GET /healthz              liveness, the one call without the token\n"
+	"    GET /status               version, addresses, limits, heartbeats\n"
+	"    GET /sessions             the live sessions (?server=NAME: one server's)\n"
+	"    GET /bans                 the bans of every server\n"
+	"    PUT /bans/IP              ban IP: {\"reason\":\"...\",\"duration\":SECONDS}\n"
+	"    DELETE /bans/IP           lift the ban\n"
+	"    GET /servers[/NAME]       the servers and their state\n"
+	"    GET /servers/NAME/healthz a server's liveness (no token)\n"
+	"    GET, PUT, DELETE /servers/NAME/bans[/IP]\n"
+	"                              a named server's own bans\n"
+	"    GET /metrics              Prometheus metrics\n"
+	"    Every other call needs \"Authorization: Bearer TOKEN\".\n"
+	"    GET / (or /admin) in a browser: the admin page (it asks for the token).\n"
 	"\n"
-	"CONTROL API\n"
-	"    GET /healthz (no token), GET /sessions, GET /bans, PUT /bans/IP with\n"
-	"    {\"reason\":\"...\",\"duration\":SECONDS}, DELETE /bans/IP, GET /metrics.\n"
-	"    Send \"Authorization: Bearer TOKEN\".\n"
+	"Signals:\n"
+	"    SIGTERM, SIGINT           flatline to the masters, then exit (a second\n"
+	"                              one: exit at once)\n"
+	"    SIGHUP                    reload the bans, the token file, the tunnel's\n"
+	"                              keys file and the servers file (added servers\n"
+	"                              start, removed ones flatline, changed ones\n"
+	"                              restart, the others keep their sessions; a bad\n"
+	"                              file changes nothing)\n"
 	"\n"
-	"SIGNALS\n"
-	"    SIGTERM, SIGINT: flatline to the masters, then exit (twice: at once).\n"
-	"    SIGHUP: reload bans.json, the token file and the tunnel's keys file.\n"
+	"Output:\n"
+	"    Once bound: \"ready [listen=IP:PORT]...[ tunnel=IP:PORT][ control=IP:PORT]\"\n"
+	"    on stderr (listen.NAME=IP:PORT for the servers of a servers file).\n"
+	"\n";
+
+/* The end of the page. */
+static const char usage_end[] =
+	"Exit status:\n"
+	"    0                         stopped by SIGTERM or SIGINT, or --check-config\n"
+	"                              found nothing wrong\n"
+	"    1                         failed: a corrupt bans file, a port that cannot\n"
+	"                              be bound\n"
+	"    2                         bad usage\n"
 	"\n"
-	"OUTPUT\n"
-	"    Once bound: \"ready [listen=IP:PORT][ tunnel=IP:PORT][ control=IP:PORT]\"\n"
-	"    on stderr.\n";
+	"Environment:\n"
+	"    NOTIFY_SOCKET, WATCHDOG_USEC\n"
+	"                              set by systemd (Type=notify, WatchdogSec=):\n"
+	"                              READY=1 once bound, WATCHDOG=1, STOPPING=1\n"
+	"    JOURNAL_STREAM            set by systemd: with --log auto, lines carry\n"
+	"                              <N> priorities and no timestamp\n"
+	"\n"
+	"Files:\n"
+	"    /var/lib/rally-relay/bans.json\n"
+	"                              the bans, kept across restarts (--state-dir)\n"
+	"    /var/lib/rally-relay/servers/NAME/bans.json\n"
+	"                              a named server's own bans\n"
+	"    /etc/default/rally-relay  the flags rally-relay.service adds\n";
 
-static void set_tag(char *dst, const char *src, const char *what)
+/* A flag of the one classic server, set as a servers file line would be. */
+struct srvflag {
+	const char *key;
+	struct relay_cfg *c;
+};
+
+static void set_srvflag(void *ctx, const char *arg)
 {
-	size_t n = strlen(src);
+	struct srvflag *f = ctx;
+	char err[120];
 
-	if (n == 0 || n >= RELAY_TAG_MAX)
-		daemon_die_usage("%s: empty or too long", what);
-	for (size_t i = 0; i < n; i++) {
-		if (src[i] <= ' ' || src[i] == '"' || src[i] == '\\' || src[i] == ';' ||
-		    (unsigned char)src[i] >= 0x7f)
-			daemon_die_usage("%s: only printable characters, no spaces", what);
-	}
-	memcpy(dst, src, n + 1);
-}
-
-static void add_master(void *ctx, const char *s)
-{
-	struct relay_cfg *c = ctx;
-	struct relay_master *m;
-
-	if (c->nmasters == RELAY_MAX_MASTERS)
-		daemon_die_usage("--master: at most 16 (%s)", s);
-	m = &c->masters[c->nmasters];
-	if (addr_split_hostport(s, m->host, sizeof(m->host), &m->port) < 0 || m->port == 0)
-		daemon_die_usage("--master %s: expected HOST:PORT", s);
-	c->nmasters++;
-}
-
-static void set_server(void *ctx, const char *s)
-{
-	struct relay_cfg *c = ctx;
-
-	if (strncmp(s, "tunnel:", 7) == 0) {
-		char canon[37];
-
-		if (relay_keys_canon_uuid(s + 7, canon) < 0)
-			daemon_die_usage("--server %s: expected tunnel:REALM_UUID", s);
-		c->server_tunnel = true;
-		memcpy(c->server_realm, canon, sizeof(canon));
-		return;
-	}
-	if (addr_split_hostport(s, c->server_host, sizeof(c->server_host), &c->server_port) < 0 ||
-	    c->server_port == 0)
-		daemon_die_usage("--server %s: expected HOST:PORT", s);
-}
-
-static void set_hb_tag(void *ctx, const char *s)
-{
-	set_tag(((struct relay_cfg *)ctx)->heartbeat_tag, s, "--heartbeat-tag");
-}
-
-static void set_fl_tag(void *ctx, const char *s)
-{
-	set_tag(((struct relay_cfg *)ctx)->flatline_tag, s, "--flatline-tag");
+	if (relay_server_cfg_set(&f->c->classic, f->key, arg != NULL ? arg : "yes", err,
+				 sizeof(err)) < 0)
+		daemon_die_usage("--%s%s%s: %s", f->key, arg != NULL ? " " : "",
+				 arg != NULL ? arg : "", err);
 }
 
 static void set_ports(void *ctx, const char *s)
@@ -206,57 +230,6 @@ static void set_ports(void *ctx, const char *s)
 	c->tunnel_port_max = (uint16_t)hi;
 }
 
-static void set_query_cache(void *ctx, const char *s)
-{
-	struct relay_cfg *c = ctx;
-
-	if (strcmp(s, "on") == 0)
-		c->qcache.on = true;
-	else if (strcmp(s, "off") == 0)
-		c->qcache.on = false;
-	else
-		daemon_die_usage("--query-cache %s: expected on or off", s);
-}
-
-/* "A/B" of two numbers in [lo, hi] each. */
-static void two_nums(const char *flag, const char *s, long long lo1, long long hi1, long long lo2,
-		     long long hi2, long long *a, long long *b)
-{
-	const char *slash = strchr(s, '/');
-	int64_t x, y;
-
-	if (slash == NULL || num_parse(s, (size_t)(slash - s), lo1, hi1, 0, &x) < 0 ||
-	    num_parse_str(slash + 1, lo2, hi2, 0, &y) < 0)
-		daemon_die_usage("%s %s: expected N/N within %lld-%lld/%lld-%lld", flag, s, lo1,
-				 hi1, lo2, hi2);
-	*a = x;
-	*b = y;
-}
-
-static void set_engine_limit(void *ctx, const char *s)
-{
-	struct relay_cfg *c = ctx;
-	long long burst, period;
-
-	if (strcmp(s, "off") == 0) {
-		c->qcache.engine_burst = 0;
-		return;
-	}
-	two_nums("--engine-query-limit", s, 1, 1000, 1, 60000, &burst, &period);
-	c->qcache.engine_burst = (unsigned)burst;
-	c->qcache.engine_period_ms = period;
-}
-
-static void set_source_prefix(void *ctx, const char *s)
-{
-	struct relay_cfg *c = ctx;
-	long long v4, v6;
-
-	two_nums("--source-prefix", s, 8, 32, 16, 128, &v4, &v6);
-	c->qcache.prefix4 = (unsigned)v4;
-	c->qcache.prefix6 = (unsigned)v6;
-}
-
 static void set_tunnel_bind(void *ctx, const char *s)
 {
 	struct relay_cfg *c = ctx;
@@ -269,16 +242,8 @@ static void set_tunnel_bind(void *ctx, const char *s)
 static void relay_defaults(struct relay_cfg *c)
 {
 	memset(c, 0, sizeof(*c));
-	addr_parse(&c->listen, "0.0.0.0:27960", -1);
-	strcpy(c->heartbeat_tag, "EnemyTerritory-1");
-	strcpy(c->flatline_tag, "ETFlatline-1");
-	c->heartbeat_interval_ms = RELAY_HEARTBEAT_INTERVAL_S * 1000LL;
+	relay_server_cfg_defaults(&c->classic);
 	strcpy(c->state_dir, "/var/lib/rally-relay");
-	c->session_timeout_ms = RELAY_SESSION_TIMEOUT_MS;
-	c->probe_timeout_ms = RELAY_PROBE_TIMEOUT_MS;
-	c->max_sessions = RELAY_MAX_SESSIONS;
-	c->query_budget = RELAY_QUERY_BUDGET;
-	c->unconfirmed_timeout_ms = RELAY_UNCONFIRMED_TIMEOUT_MS;
 	c->tunnel_port_min = RELAY_TUNNEL_PORT_MIN;
 	c->tunnel_port_max = RELAY_TUNNEL_PORT_MAX;
 	addr_parse_ip(&c->tunnel_bind, "0.0.0.0");
@@ -292,45 +257,76 @@ static void relay_defaults(struct relay_cfg *c)
 	c->tunnel_handshake_timeout_ms = RELAY_TUNNEL_HANDSHAKE_S * 1000LL;
 	c->tunnel_ping_ms = RELAY_TUNNEL_PING_S * 1000LL;
 	c->tunnel_connect_timeout_ms = RELAY_TUNNEL_CONNECT_S * 1000LL;
-	relay_qcache_defaults(&c->qcache);
 }
+
+/* The flags of one server (relay_srvfile.c knows them). */
+static const char *const server_keys[] = {
+	"listen",
+	"server",
+	"master",
+	"heartbeat-tag",
+	"flatline-tag",
+	"heartbeat-interval",
+	"query-budget",
+	"session-timeout",
+	"probe-timeout",
+	"max-sessions",
+	"unconfirmed-timeout",
+	"query-cache",
+	"query-cache-refresh",
+	"query-cache-max-age",
+	"engine-query-limit",
+	"engine-query-reserve",
+	"reply-budget",
+	"reply-base",
+	"source-budget",
+	"source-prefix",
+	"known-budget",
+	"reply-sources",
+	"attack-threshold",
+	"attack-hold",
+	"known-hours",
+	"known-max",
+};
+#define NSERVER_KEYS (sizeof(server_keys) / sizeof(server_keys[0]))
 
 static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg *c)
 {
-	bool no_hb = false;
+	struct srvflag sf[NSERVER_KEYS + 1];
 	struct daemon_flag flags[] = {
-		DAEMON_ADDR("listen", &c->listen),
-		DAEMON_FN("server", set_server, c),
-		DAEMON_FN("master", add_master, c),
-		DAEMON_BOOL("no-heartbeat", &no_hb),
-		DAEMON_FN("heartbeat-tag", set_hb_tag, c),
-		DAEMON_FN("flatline-tag", set_fl_tag, c),
-		DAEMON_NUM("heartbeat-interval", &c->heartbeat_interval_ms, 1, 86400, 1000),
-		DAEMON_NUM("query-budget", &c->query_budget, 0, 1000000, 1),
+		DAEMON_FN("listen", set_srvflag, &sf[0]),
+		DAEMON_FN("server", set_srvflag, &sf[1]),
+		DAEMON_FN("master", set_srvflag, &sf[2]),
+		DAEMON_FN("heartbeat-tag", set_srvflag, &sf[3]),
+		DAEMON_FN("flatline-tag", set_srvflag, &sf[4]),
+		DAEMON_FN("heartbeat-interval", set_srvflag, &sf[5]),
+		DAEMON_FN("query-budget", set_srvflag, &sf[6]),
+		/* tuning (tests) */
+		DAEMON_FN("session-timeout", set_srvflag, &sf[7]),
+		DAEMON_FN("probe-timeout", set_srvflag, &sf[8]),
+		DAEMON_FN("max-sessions", set_srvflag, &sf[9]),
+		DAEMON_FN("unconfirmed-timeout", set_srvflag, &sf[10]),
 		/* the query cache, budgets, attack mode */
-		DAEMON_FN("query-cache", set_query_cache, c),
-		DAEMON_NUM("query-cache-refresh", &c->qcache.refresh_ms, 50, 600000, 1),
-		DAEMON_NUM("query-cache-max-age", &c->qcache.max_age_ms, 100, 3600000, 1),
-		DAEMON_FN("engine-query-limit", set_engine_limit, c),
-		DAEMON_NUM("engine-query-reserve", &c->qcache.engine_reserve, 0, 999, 1),
-		DAEMON_NUM("reply-budget", &c->qcache.reply_budget, 0, 1000000000, 1),
-		DAEMON_NUM("reply-base", &c->qcache.reply_base, 0, 1000000000, 1),
-		DAEMON_NUM("source-budget", &c->qcache.source_budget, 256, 100000000, 1),
-		DAEMON_FN("source-prefix", set_source_prefix, c),
-		DAEMON_NUM("known-budget", &c->qcache.known_budget, 512, 100000000, 1),
-		DAEMON_NUM("reply-sources", &c->qcache.reply_sources, 16, 1 << 22, 1),
-		DAEMON_NUM("attack-threshold", &c->qcache.attack_threshold, 0, 100000000, 1),
-		DAEMON_NUM("attack-hold", &c->qcache.attack_hold_ms, 1, 86400, 1000),
-		DAEMON_NUM("known-hours", &c->qcache.known_ttl_s, 1, 87600, 3600),
-		DAEMON_NUM("known-max", &c->qcache.known_max, 1, 1 << 20, 1),
+		DAEMON_FN("query-cache", set_srvflag, &sf[11]),
+		DAEMON_FN("query-cache-refresh", set_srvflag, &sf[12]),
+		DAEMON_FN("query-cache-max-age", set_srvflag, &sf[13]),
+		DAEMON_FN("engine-query-limit", set_srvflag, &sf[14]),
+		DAEMON_FN("engine-query-reserve", set_srvflag, &sf[15]),
+		DAEMON_FN("reply-budget", set_srvflag, &sf[16]),
+		DAEMON_FN("reply-base", set_srvflag, &sf[17]),
+		DAEMON_FN("source-budget", set_srvflag, &sf[18]),
+		DAEMON_FN("source-prefix", set_srvflag, &sf[19]),
+		DAEMON_FN("known-budget", set_srvflag, &sf[20]),
+		DAEMON_FN("reply-sources", set_srvflag, &sf[21]),
+		DAEMON_FN("attack-threshold", set_srvflag, &sf[22]),
+		DAEMON_FN("attack-hold", set_srvflag, &sf[23]),
+		DAEMON_FN("known-hours", set_srvflag, &sf[24]),
+		DAEMON_FN("known-max", set_srvflag, &sf[25]),
+		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[NSERVER_KEYS]),
+		DAEMON_STR_SET("servers", c->servers_file),
 		DAEMON_ADDR("control", &c->control),
 		DAEMON_STR_SET("token-file", c->token_file),
 		DAEMON_STR_SET("state-dir", c->state_dir),
-		/* tuning (tests) */
-		DAEMON_NUM("session-timeout", &c->session_timeout_ms, 1, 86400, 1000),
-		DAEMON_NUM("probe-timeout", &c->probe_timeout_ms, 10, 60000, 1),
-		DAEMON_NUM("max-sessions", &c->max_sessions, 1, 65536, 1),
-		DAEMON_NUM("unconfirmed-timeout", &c->unconfirmed_timeout_ms, 1, 86400, 1000),
 		/* the tunnel */
 		DAEMON_ADDR("tunnel-listen", &c->tunnel_listen),
 		DAEMON_STR_SET("tunnel-keys", c->tunnel_keys),
@@ -351,20 +347,34 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_NUM("tunnel-connect-timeout", &c->tunnel_connect_timeout_ms, 1, 600, 1000),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
+	bool file;
 	int pos;
 
+	for (size_t i = 0; i < NSERVER_KEYS; i++)
+		sf[i] = (struct srvflag){.key = server_keys[i], .c = c};
+	sf[NSERVER_KEYS] = (struct srvflag){.key = "no-heartbeat", .c = c};
 	relay_defaults(c);
 	pos = daemon_parse(d, argc, argv, flags, n);
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
 	c->tunnel_on = daemon_flag_seen(flags, n, "tunnel-listen");
 	c->server_on = daemon_flag_seen(flags, n, "server");
-	if (!daemon_flag_seen(flags, n, "server") && !c->tunnel_on)
-		daemon_die_usage("%s", "--server HOST:PORT is required (or --tunnel-listen)");
+	file = daemon_flag_seen(flags, n, "servers");
+	if (file) {
+		for (size_t i = 0; i <= NSERVER_KEYS; i++) {
+			if (daemon_flag_seen(flags, n, sf[i].key))
+				daemon_die_usage("--servers and --%s exclude each other (give it "
+						 "in the file, per server or under [defaults])",
+						 sf[i].key);
+		}
+	}
+	if (!c->server_on && !file && !c->tunnel_on)
+		daemon_die_usage("%s", "--server HOST:PORT is required (or --servers FILE, or "
+				       "--tunnel-listen)");
 	if (c->tunnel_on) {
-		bool file = c->tunnel_keys[0] != '\0', pg = c->tunnel_pg[0] != '\0';
+		bool keys = c->tunnel_keys[0] != '\0', pg = c->tunnel_pg[0] != '\0';
 
-		if (file == pg)
+		if (keys == pg)
 			daemon_die_usage("%s", "--tunnel-listen needs one of --tunnel-keys and "
 					       "--tunnel-pg");
 		if (strlen(c->tunnel_relay_host) > 240)
@@ -380,27 +390,21 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 						       "HOST, the address players reach us at");
 		}
 	}
-	if (c->server_tunnel && !c->tunnel_on)
+	if (c->classic.server_tunnel && !c->tunnel_on)
 		daemon_die_usage("%s", "--server tunnel:REALM needs --tunnel-listen");
-	if (!c->server_on && c->nmasters > 0)
+	if (!file && !c->server_on && c->classic.masters_here)
 		daemon_die_usage("%s",
 				 "--master needs --server (a tunnel alone heartbeats nothing)");
-	if (!c->server_on)
-		no_hb = true;
-	if (no_hb && c->nmasters > 0 && c->server_on)
+	if (c->classic.no_heartbeat && c->classic.masters_here)
 		daemon_die_usage("%s", "--no-heartbeat and --master exclude each other");
-	if (c->nmasters == 0 && !no_hb) {
-		add_master(c, "etmaster.net:27950");
-		add_master(c, "etmaster.idsoftware.com:27950");
+	if (c->server_on) {
+		char err[120];
+
+		if (relay_server_cfg_finish(&c->classic, err, sizeof(err)) < 0)
+			daemon_die_usage("%s", err);
 	}
-	if (c->qcache.engine_burst > 0 && c->qcache.engine_reserve >= c->qcache.engine_burst)
-		daemon_die_usage("--engine-query-reserve %u: must be below the burst of "
-				 "--engine-query-limit (%u)",
-				 c->qcache.engine_reserve, c->qcache.engine_burst);
-	if (c->qcache.max_age_ms <= c->qcache.refresh_ms)
-		daemon_die_usage("--query-cache-max-age %lld: must be above --query-cache-refresh "
-				 "(%lld)",
-				 c->qcache.max_age_ms, c->qcache.refresh_ms);
+	/* A server may come behind the tunnel: its datagram path opens. */
+	c->tunnel_udp = c->tunnel_on && (file || c->classic.server_tunnel);
 	c->control_on = daemon_flag_seen(flags, n, "control");
 	if (c->control_on && c->token_file[0] == '\0')
 		daemon_die_usage("%s", "--control needs --token-file");
@@ -411,6 +415,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 struct app {
 	struct daemon d;
 	struct relay r;
+	bool heartbeats; /* some server heartbeats: a flatline is due */
 	bool flatlined;
 };
 
@@ -418,23 +423,24 @@ static void shutdown_done(void *arg)
 {
 	struct app *app = arg;
 
-	app->flatlined = true;
+	app->flatlined = app->heartbeats;
 	ev_loop_stop(app->r.loop);
 }
 
-/* SIGTERM/SIGINT: the flatline first, then out. */
+/* SIGTERM/SIGINT: the flatlines first, then out. */
 static void on_stop(struct daemon *d, void *arg)
 {
 	struct app *app = arg;
 
+	(void)d;
 	app->r.stopping = true;
-	if (app->r.hb != NULL)
-		relay_heartbeat_shutdown(app->r.hb, shutdown_done, app);
-	else
-		ev_loop_stop(d->loop);
+	for (size_t i = 0; i < app->r.nservers; i++)
+		app->heartbeats = app->heartbeats || app->r.servers[i]->hb != NULL;
+	relay_servers_shutdown(&app->r, shutdown_done, app);
 }
 
-/* SIGHUP: bans.json and the token file. */
+/* SIGHUP: the bans, the token file, the tunnel's keys, the servers file
+ * (which reloads the servers' own bans). */
 static void on_reload(struct daemon *d, void *arg)
 {
 	struct app *app = arg;
@@ -445,39 +451,103 @@ static void on_reload(struct daemon *d, void *arg)
 		relay_control_reload(app->r.control);
 	if (app->r.tunnel != NULL)
 		relay_tunnel_reload(app->r.tunnel);
+	relay_servers_reload(&app->r);
 }
 
-static int resolve_server(struct relay *r)
+/* Start-up only (the loop is not running yet): DNS may block here. */
+static int resolve_server(struct relay_server *srv)
 {
+	const struct relay_server_cfg *c = &srv->cfg;
+	char sn[RELAY_NAME_MAX + 16];
 	struct addr all[8];
-	int gai, n = addr_resolve(r->cfg.server_host, r->cfg.server_port, all, 8, &gai);
+	int gai, n;
 
+	if (c->server_tunnel)
+		return 0;
+	n = addr_resolve(c->server_host, c->server_port, all, 8, &gai);
 	if (n < 0) {
-		log_err("server-resolve-fail server=%s:%u error=\"%s\"", r->cfg.server_host,
-			r->cfg.server_port, gai_strerror(gai));
+		log_err("server-resolve-fail server=%s:%u error=\"%s\"%s", c->server_host,
+			c->server_port, gai_strerror(gai),
+			relay_server_logname(srv, sn, sizeof(sn)));
 		return n;
 	}
-	r->server = all[0];
+	srv->server = all[0];
+	return 0;
+}
+
+/* The servers of --servers FILE (or the one of the flags) into r->servers,
+ * not started. 0, or -errno (logged, with file:line for the file). */
+static int load_servers(struct relay *r)
+{
+	static struct relay_server_cfg cfgs[RELAY_MAX_SERVERS];
+	struct cfg_err err;
+	char *text = NULL;
+	size_t len;
+	int n;
+
+	if (r->cfg.servers_file[0] == '\0') {
+		if (!r->cfg.server_on)
+			return 0;
+		r->servers[0] = relay_server_new(r, &r->cfg.classic);
+		if (r->servers[0] == NULL)
+			return -ENOMEM;
+		r->nservers = 1;
+		return 0;
+	}
+	n = statefile_read(r->cfg.servers_file, RELAY_SRVFILE_MAX, &text, &len);
+	if (n < 0) {
+		errno = -n;
+		log_warn("servers-file-unreadable file=%s", r->cfg.servers_file);
+		return n;
+	}
+	n = relay_srvfile_parse(text, len, cfgs, RELAY_MAX_SERVERS, &err);
+	free(text);
+	if (n >= 0 && relay_servers_check(&r->cfg, cfgs, (size_t)n, &err) < 0)
+		n = -EINVAL;
+	if (n < 0) {
+		if (err.line > 0)
+			log_err("servers-file-bad at=%s:%d error=\"%s\"", r->cfg.servers_file,
+				err.line, err.msg);
+		else
+			log_err("servers-file-bad at=%s error=\"%s\"", r->cfg.servers_file,
+				err.msg);
+		return n;
+	}
+	if (n == 0)
+		log_warnx("servers-file-empty file=%s", r->cfg.servers_file);
+	for (int i = 0; i < n; i++) {
+		r->servers[i] = relay_server_new(r, &cfgs[i]);
+		if (r->servers[i] == NULL)
+			return -ENOMEM;
+		r->nservers = (size_t)i + 1;
+	}
 	return 0;
 }
 
 /* The ready line names what listens. */
 static void ready(struct daemon *d, struct relay *r)
 {
-	char line[3 * (ADDR_STRLEN + 12)], a[ADDR_STRLEN];
+	char line[RELAY_MAX_SERVERS * RELAY_MAX_LISTEN * (ADDR_STRLEN + RELAY_NAME_MAX + 12) +
+		  2 * (ADDR_STRLEN + 12)],
+		a[ADDR_STRLEN];
 	struct addr caddr;
 	size_t n = 0;
 
 	line[0] = '\0';
-	if (r->proxy != NULL)
-		n += (size_t)snprintf(line + n, sizeof(line) - n, " listen=%s",
-				      addr_str(&r->cfg.listen, a, sizeof(a)));
+	for (size_t i = 0; i < r->nservers; i++) {
+		const struct relay_server *srv = r->servers[i];
+
+		for (size_t k = 0; k < srv->cfg.nlisten; k++)
+			n += (size_t)snprintf(line + n, sizeof(line) - n, " listen%s%s=%s",
+					      srv->cfg.name[0] != '\0' ? "." : "", srv->cfg.name,
+					      addr_str(&srv->bound[k], a, sizeof(a)));
+	}
 	if (relay_tunnel_bound(r->tunnel, &caddr))
 		n += (size_t)snprintf(line + n, sizeof(line) - n, " tunnel=%s",
 				      addr_str(&caddr, a, sizeof(a)));
 	if (relay_control_bound(r->control, &caddr))
 		snprintf(line + n, sizeof(line) - n, " control=%s", addr_str(&caddr, a, sizeof(a)));
-	daemon_ready(d, "%s", line + 1);
+	daemon_ready(d, "%s", line[0] != '\0' ? line + 1 : "");
 }
 
 int main(int argc, char **argv)
@@ -490,33 +560,40 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "agent") == 0)
 		return relay_agent_main(argc - 1, argv + 1);
-	static char page[sizeof(usage) + sizeof(usage_qcache) + sizeof(usage_tunnel)];
+	static char page[sizeof(usage) + sizeof(usage_qcache) + sizeof(usage_tunnel) +
+			 sizeof(usage_api) + sizeof(usage_end)];
 
-	snprintf(page, sizeof(page), "%s%s%s", usage, usage_qcache, usage_tunnel);
+	snprintf(page, sizeof(page), "%s%s%s%s%s", usage, usage_qcache, usage_tunnel, usage_api,
+		 usage_end);
 	daemon_init(d, "rally-relay", page);
 	parse_args(d, argc, argv, &r->cfg);
 	daemon_start(d);
 	r->loop = d->loop;
 	r->check_only = d->check;
+	r->started = (long long)time(NULL);
 	daemon_set_handlers(d, on_stop, on_reload, &app);
-	/* Each session holds a socket (the seed runs with LimitNOFILE=4096);
-	 * each tunnel port and stream one more. */
-	daemon_raise_nofile((unsigned long long)r->cfg.max_sessions + 256 +
-				    (r->cfg.tunnel_on ? 2ULL * (r->cfg.tunnel_port_max -
-								r->cfg.tunnel_port_min + 1) +
-								r->cfg.tunnel_max_hosts
-						      : 0),
-			    "sessions");
-	if (r->cfg.server_on && !r->cfg.server_tunnel) {
-		ret = resolve_server(r);
+	ret = load_servers(r);
+	if (ret < 0)
+		goto out;
+	daemon_raise_nofile(relay_nofile(r), "sessions");
+	for (size_t i = 0; i < r->nservers; i++) {
+		ret = resolve_server(r->servers[i]);
 		if (ret < 0)
 			goto out;
 	}
 	/* Bans first: a corrupt file must stop us before anything listens. */
-	ret = relay_bans_new(r);
+	ret = relay_bans_new(r, NULL, &r->bans);
 	if (ret < 0) {
 		log_err("start-fail reason=\"cannot load %s/bans.json\"", r->cfg.state_dir);
 		goto out;
+	}
+	for (size_t i = 0; i < r->nservers; i++) {
+		ret = relay_server_load_bans(r->servers[i]);
+		if (ret < 0) {
+			log_err("start-fail reason=\"cannot load the bans of server %s\"",
+				r->servers[i]->cfg.name);
+			goto out;
+		}
 	}
 	if (r->cfg.tunnel_on) {
 		ret = relay_tunnel_new(r);
@@ -527,57 +604,76 @@ int main(int argc, char **argv)
 		}
 	}
 	if (d->check) {
-		if (r->cfg.server_tunnel)
-			log_bare("config-ok server=tunnel:%s bans=%zu", r->cfg.server_realm,
-				 banlist_count(relay_bans_list(r->bans)));
-		else if (r->cfg.server_on)
+		size_t nb = banlist_count(relay_bans_list(r->bans));
+
+		if (r->cfg.servers_file[0] != '\0') {
+			log_bare("config-ok servers=%zu bans=%zu", r->nservers, nb);
+			for (size_t i = 0; i < r->nservers; i++) {
+				const struct relay_server *srv = r->servers[i];
+
+				if (srv->cfg.server_tunnel)
+					log_bare("config-ok server=%s upstream=tunnel:%s bans=%zu",
+						 srv->cfg.name, srv->cfg.server_realm,
+						 banlist_count(relay_bans_list(srv->bans)));
+				else
+					log_bare("config-ok server=%s upstream=%s bans=%zu",
+						 srv->cfg.name,
+						 addr_str(&srv->server, la, sizeof(la)),
+						 banlist_count(relay_bans_list(srv->bans)));
+			}
+		} else if (r->cfg.classic.server_tunnel) {
+			log_bare("config-ok server=tunnel:%s bans=%zu", r->cfg.classic.server_realm,
+				 nb);
+		} else if (r->cfg.server_on) {
 			log_bare("config-ok server=%s bans=%zu",
-				 addr_str(&r->server, la, sizeof(la)),
-				 banlist_count(relay_bans_list(r->bans)));
-		else
-			log_bare("config-ok bans=%zu", banlist_count(relay_bans_list(r->bans)));
+				 addr_str(&r->servers[0]->server, la, sizeof(la)), nb);
+		} else {
+			log_bare("config-ok bans=%zu", nb);
+		}
 		if (r->tunnel != NULL)
 			log_bare("config-ok tunnel-realms=%zu", relay_tunnel_keys_count(r->tunnel));
-		if (r->cfg.server_on) {
-			char path[sizeof(r->cfg.state_dir) + 16];
+		for (size_t i = 0; i < r->nservers; i++) {
+			const struct relay_server *srv = r->servers[i];
+			char path[PATH_MAX], sn[RELAY_NAME_MAX + 16];
 			size_t known = 0;
 
-			snprintf(path, sizeof(path), "%s/known-players", r->cfg.state_dir);
-			ret = relay_qcache_check_file(&r->cfg.qcache, path, &known);
+			if (relay_qcache_path(srv, path, sizeof(path), NULL, 0) < 0) {
+				ret = -ENAMETOOLONG;
+				goto out;
+			}
+			ret = relay_qcache_check_file(&srv->cfg.qcache, path, &known);
 			if (ret < 0)
 				goto out;
-			log_bare("config-ok known-players=%zu", known);
+			log_bare("config-ok%s known-players=%zu",
+				 relay_server_logname(srv, sn, sizeof(sn)), known);
 		}
 		goto out;
 	}
-	if (r->cfg.server_on) {
-		ret = relay_proxy_new(r);
-		if (ret < 0) {
-			errno = -ret;
-			log_warn("listen-fail listen=%s", addr_str(&r->cfg.listen, la, sizeof(la)));
+	for (size_t i = 0; i < r->nservers; i++) {
+		ret = relay_server_start(r->servers[i]);
+		if (ret < 0)
 			goto out;
-		}
 	}
 	if (r->cfg.control_on) {
 		ret = relay_control_new(r);
 		if (ret < 0)
 			goto out;
 	}
-	if (r->cfg.nmasters > 0) {
-		ret = relay_heartbeat_new(r);
-		if (ret < 0) {
-			errno = -ret;
-			log_warn("heartbeat-init-fail");
-			goto out;
-		}
-	}
 	ready(d, r);
-	if (r->cfg.server_tunnel)
-		log_info("relay server=tunnel:%s masters=%zu tag=%s", r->cfg.server_realm,
-			 r->cfg.nmasters, r->cfg.heartbeat_tag);
-	else if (r->cfg.server_on)
-		log_info("relay server=%s masters=%zu tag=%s", addr_str(&r->server, la, sizeof(la)),
-			 r->cfg.nmasters, r->cfg.heartbeat_tag);
+	for (size_t i = 0; i < r->nservers; i++) {
+		const struct relay_server *srv = r->servers[i];
+		char sn[RELAY_NAME_MAX + 16];
+
+		relay_server_logname(srv, sn, sizeof(sn));
+		if (srv->cfg.server_tunnel)
+			log_info("relay server=tunnel:%s masters=%zu tag=%s%s",
+				 srv->cfg.server_realm, srv->cfg.nmasters, srv->cfg.heartbeat_tag,
+				 sn);
+		else
+			log_info("relay server=%s masters=%zu tag=%s%s",
+				 addr_str(&srv->server, la, sizeof(la)), srv->cfg.nmasters,
+				 srv->cfg.heartbeat_tag, sn);
+	}
 
 	ret = ev_loop_run(r->loop);
 	if (ret < 0) {
@@ -588,8 +684,7 @@ int main(int argc, char **argv)
 	ret = 0;
 out:
 	relay_control_free(r->control);
-	relay_heartbeat_free(r->hb);
-	relay_proxy_free(r->proxy);
+	relay_servers_free(r);
 	relay_tunnel_free(r->tunnel);
 	relay_bans_free(r->bans);
 	daemon_free(d);

@@ -1,5 +1,7 @@
 /*
- * Bans and their state file, <state-dir>/bans.json.
+ * Bans and their state file: <state-dir>/bans.json for the whole relay
+ * (checked for every server), <state-dir>/servers/<name>/bans.json for one
+ * named server (checked for it alone, after the global ones).
  *
  * Every change rewrites the file atomically (common/statefile); expired bans
  * are forgotten, in memory and in the file. At start a missing file means no
@@ -24,6 +26,7 @@
 
 struct relay_bans {
 	struct relay *r;
+	struct relay_server *srv; /* NULL: the global table */
 	struct banlist *list;
 	char path[PATH_MAX];
 	bool dirty;
@@ -61,7 +64,7 @@ int relay_bans_save(struct relay_bans *b)
 	strbuf_release(&sb);
 	if (r < 0) {
 		b->dirty = true;
-		b->r->st.state_write_errors++;
+		b->r->state_write_errors++;
 		errno = -r;
 		log_warn("bans-save-fail file=%s", b->path);
 		return r;
@@ -114,16 +117,38 @@ static void on_tick(struct ev_timer *t, void *arg)
 	ev_timer_start(b->r->loop, t, 60000, on_tick, b);
 }
 
-int relay_bans_new(struct relay *r)
+size_t relay_bans_close_sessions(struct relay_bans *b, const struct addr_ip *ip)
+{
+	size_t n = 0;
+
+	if (b->srv != NULL)
+		return relay_proxy_close_ip(b->srv->proxy, ip);
+	for (size_t i = 0; i < b->r->nservers; i++)
+		n += relay_proxy_close_ip(b->r->servers[i]->proxy, ip);
+	return n;
+}
+
+int relay_bans_new(struct relay *r, struct relay_server *srv, struct relay_bans **out)
 {
 	struct relay_bans *b = calloc(1, sizeof(*b));
+	char dir[PATH_MAX];
 	int n, ret;
 
+	*out = NULL;
 	if (b == NULL)
 		return -ENOMEM;
 	b->r = r;
+	b->srv = srv;
 	ev_timer_init(&b->retry);
-	n = snprintf(b->path, sizeof(b->path), "%s/bans.json", r->cfg.state_dir);
+	if (srv != NULL)
+		n = snprintf(dir, sizeof(dir), "%s/servers/%s", r->cfg.state_dir, srv->cfg.name);
+	else
+		n = snprintf(dir, sizeof(dir), "%s", r->cfg.state_dir);
+	if (n < 0 || (size_t)n >= sizeof(dir)) {
+		free(b);
+		return -ENAMETOOLONG;
+	}
+	n = snprintf(b->path, sizeof(b->path), "%s/bans.json", dir);
 	if (n < 0 || (size_t)n >= sizeof(b->path)) {
 		free(b);
 		return -ENAMETOOLONG;
@@ -133,10 +158,10 @@ int relay_bans_new(struct relay *r)
 		free(b);
 		return -ENOMEM;
 	}
-	ret = statefile_mkdirs(r->cfg.state_dir);
+	ret = statefile_mkdirs(dir);
 	if (ret < 0) {
 		errno = -ret;
-		log_warn("state-dir-unusable dir=%s bans=memory-only", r->cfg.state_dir);
+		log_warn("state-dir-unusable dir=%s bans=memory-only", dir);
 	}
 	/* Any failure but a missing file is fatal: starting without the bans
 	 * would overwrite them at the next save. */
@@ -148,7 +173,7 @@ int relay_bans_new(struct relay *r)
 	}
 	log_info("bans-loaded file=%s count=%zu", b->path, banlist_count(b->list));
 	ev_timer_start(r->loop, &b->retry, 60000, on_tick, b);
-	r->bans = b;
+	*out = b;
 	return 0;
 }
 
@@ -170,7 +195,7 @@ int relay_bans_reload(struct relay_bans *b)
 	b->list = fresh;
 	/* New bans cut live sessions, as through the API. */
 	while ((ban = banlist_next(b->list, ban)) != NULL)
-		relay_proxy_close_ip(b->r->proxy, &ban->ip);
+		relay_bans_close_sessions(b, &ban->ip);
 	log_info("bans-reloaded file=%s count=%zu", b->path, banlist_count(b->list));
 	return 0;
 }

@@ -457,8 +457,8 @@ out:
 
 static int load_file(const char *path, struct htab **out, struct relay_keys_err *err)
 {
-	char *text;
-	size_t len;
+	char *text = NULL;
+	size_t len = 0;
 	int r;
 
 	*out = NULL;

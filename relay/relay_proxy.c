@@ -1,20 +1,30 @@
 /*
- * The proxy: one public UDP socket, one connected upstream socket per client
+ * The proxy of one fronted server: its public UDP sockets (one, or one per
+ * listen address: two at most), one connected upstream socket per client
  * address.
  *
  * client -> public socket (recvmmsg, up to 64 per wakeup) -> size check ->
- * ban check -> filter -> getinfo/getstatus: the query cache answers
- * (relay_qcache.c; with it off, the query limiter and a session) ->
- * session lookup -> attack mode's gate -> session creation -> send() on
- * the session's upstream socket (or its queue when the kernel says
- * EAGAIN). server -> upstream socket (recvmmsg) -> a batch of answers sent
- * from the public socket with sendmmsg, so they come from the public port;
- * the cache's answers join the same batch.
+ * v4-mapped source made plain IPv4 -> ban check (global, then the
+ * server's) -> filter -> getinfo/getstatus: the query cache answers
+ * (relay_qcache.c, the server's own; with it off, the query limiter and a
+ * session) -> session lookup -> attack mode's gate -> session creation ->
+ * send() on the session's upstream socket (or its queue when the kernel
+ * says EAGAIN). server -> upstream socket (recvmmsg) -> a batch of answers
+ * sent with sendmmsg from the public socket the client came in on, so they
+ * come from the public port it knows; the cache's answers join the same
+ * batch, from the socket their asker came in on.
+ *
+ * IPv6: a "[::]:p" socket is dual-stack (IPv4 clients arrive as
+ * ::ffff:a.b.c.d and are turned into plain IPv4 at once, so bans, limits,
+ * sessions, logs and /sessions only ever see 1.2.3.4), unless an IPv4
+ * address is listed beside it. The upstream socket is the relay's own, of
+ * the server's family: IPv6 clients reach an IPv4-only server.
  *
  * Sessions live in a bounded table ordered by last activity either way;
  * idle ones are closed from the old end after SESSION_TIMEOUT.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -45,6 +55,7 @@ struct session {
 	struct relay_proxy *p;
 	struct ev_io *io; /* NULL through the tunnel */
 	uint16_t upstream_port;
+	uint8_t pub;  /* the public socket it came in on */
 	uint32_t sid; /* through the tunnel: the session's id there */
 	long long created_ms, last_ms;
 	/*
@@ -65,10 +76,23 @@ struct session {
 	unsigned qhead, qlen;
 };
 
-struct relay_proxy {
-	struct relay *r;
+/* A public socket. */
+struct pub {
+	struct relay_proxy *p;
 	int fd;
 	struct ev_io *io;
+	int family;
+	bool dual; /* IPv6 socket taking IPv4 too */
+	uint8_t idx;
+};
+
+struct relay_proxy {
+	struct relay *r;
+	struct relay_server *srv;
+	struct pub pubs[RELAY_MAX_LISTEN];
+	size_t npub;
+	bool stopped; /* retiring: no traffic */
+	bool hooked;
 	struct htab *sessions;
 	struct htab *by_sid; /* tunnel: sid -> struct session * */
 	uint32_t next_sid;
@@ -90,6 +114,7 @@ struct relay_proxy {
 	struct mmsghdr out_msgs[BATCH];
 	struct iovec out_iov[BATCH];
 	struct addr out_addr[BATCH];
+	uint8_t out_pub[BATCH]; /* the socket each answer leaves from */
 	uint8_t *out_bufs;
 	unsigned nout;
 
@@ -101,7 +126,7 @@ static void session_touch(struct relay_proxy *p, struct session *s, long long no
 
 static void drop(struct relay_proxy *p, enum relay_drop why)
 {
-	p->r->st.drops[why]++;
+	p->srv->st.drops[why]++;
 }
 
 /* ---- answers: server -> public socket -> client ---- */
@@ -121,7 +146,13 @@ static void flush_out(struct relay_proxy *p)
 	unsigned sent = 0;
 
 	while (sent < p->nout) {
-		int n = sendmmsg(p->fd, p->out_msgs + sent, p->nout - sent, 0);
+		unsigned run = 1;
+		int n;
+
+		/* One sendmmsg per run of answers leaving the same socket. */
+		while (sent + run < p->nout && p->out_pub[sent + run] == p->out_pub[sent])
+			run++;
+		n = sendmmsg(p->pubs[p->out_pub[sent]].fd, p->out_msgs + sent, run, 0);
 
 		if (n < 0) {
 			unsigned long sup;
@@ -137,8 +168,8 @@ static void flush_out(struct relay_proxy *p)
 			continue;
 		}
 		for (unsigned i = sent; i < sent + (unsigned)n; i++) {
-			p->r->st.pkts_to_client++;
-			p->r->st.bytes_to_client += p->out_msgs[i].msg_len;
+			p->srv->st.pkts_to_client++;
+			p->srv->st.bytes_to_client += p->out_msgs[i].msg_len;
 		}
 		sent += (unsigned)n;
 	}
@@ -182,10 +213,15 @@ static void out_take(struct relay_proxy *p, struct session *s, size_t len)
 	s->bytes_out += len;
 	if (log_enabled(LOG_LEVEL_DEBUG))
 		log_oob(s, "to-client", p->out_bufs + (size_t)k * BUF_SIZE, len);
-	p->out_addr[k] = s->client;
+	/* A dual-stack socket sends to IPv4 clients by their v4-mapped form. */
+	if (p->pubs[s->pub].family == AF_INET6)
+		addr_map_v4(&s->client, &p->out_addr[k]);
+	else
+		p->out_addr[k] = s->client;
+	p->out_pub[k] = s->pub;
 	p->out_iov[k].iov_len = len;
 	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
-	p->out_msgs[k].msg_hdr.msg_namelen = s->client.len;
+	p->out_msgs[k].msg_hdr.msg_namelen = p->out_addr[k].len;
 	p->nout++;
 }
 
@@ -206,8 +242,8 @@ static void on_upstream(struct ev_io *io, uint32_t events, void *arg)
 			} else {
 				s->pkts_in++;
 				s->bytes_in += q->len;
-				p->r->st.pkts_to_server++;
-				p->r->st.bytes_to_server += q->len;
+				p->srv->st.pkts_to_server++;
+				p->srv->st.bytes_to_server += q->len;
 			}
 			p->queued_bytes -= q->len;
 			free(q);
@@ -343,13 +379,18 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 		addr_to_ip(&s->client, &ip);
 		relay_qcache_player(p->qc, &ip); /* last seen: now */
 	}
-	p->r->st.sessions_closed++;
+	p->srv->st.sessions_closed++;
 	htab_remove(p->sessions, s);
-	log_debug("session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
-		  "pkts_out=%llu bytes_out=%llu",
-		  addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
-		  (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
-		  (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out);
+	if (log_enabled(LOG_LEVEL_DEBUG)) {
+		char sn[RELAY_NAME_MAX + 16];
+
+		log_debug("session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
+			  "pkts_out=%llu bytes_out=%llu%s",
+			  addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
+			  (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
+			  (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out,
+			  relay_server_logname(p->srv, sn, sizeof(sn)));
+	}
 }
 
 /* Closes sessions idle for SESSION_TIMEOUT, oldest first. */
@@ -358,9 +399,10 @@ static void expire_sessions(struct relay_proxy *p, long long now)
 	struct session *s;
 
 	while ((s = htab_oldest(p->sessions)) != NULL &&
-	       now - s->last_ms >= p->r->cfg.session_timeout_ms)
+	       now - s->last_ms >= p->srv->cfg.session_timeout_ms)
 		session_close(p, s, "idle");
-	while ((s = p->unconf_old) != NULL && now - s->last_ms >= p->r->cfg.unconfirmed_timeout_ms)
+	while ((s = p->unconf_old) != NULL &&
+	       now - s->last_ms >= p->srv->cfg.unconfirmed_timeout_ms)
 		session_close(p, s, "idle-unconfirmed");
 }
 
@@ -380,21 +422,22 @@ static void on_sweep(struct ev_timer *t, void *arg)
 
 /* What every new session starts with, socket or not. */
 static void session_init(struct relay_proxy *p, struct session *s, const struct addr *client,
-			 uint16_t upstream_port)
+			 uint16_t upstream_port, uint8_t pub)
 {
 	s->p = p;
 	s->client = *client;
 	s->upstream_port = upstream_port;
+	s->pub = pub;
 	s->created_ms = s->last_ms = ev_now(p->r->loop);
 	s->confirmed = false;
 	unconf_append(p, s);
-	p->r->st.sessions_opened++;
+	p->srv->st.sessions_opened++;
 }
 
 /* A session whose server is behind the tunnel: an id instead of a
  * socket (the agent opens the socket toward the server at home). */
 static struct session *session_open_tunnel(struct relay_proxy *p, const struct addr *client,
-					   const struct addr_key *key)
+					   const struct addr_key *key, uint8_t pub)
 {
 	struct session *s, **slot;
 	uint32_t sid;
@@ -416,26 +459,28 @@ static struct session *session_open_tunnel(struct relay_proxy *p, const struct a
 	*slot = s;
 	s->io = NULL;
 	s->sid = sid;
-	session_init(p, s, client, 0);
+	session_init(p, s, client, 0, pub);
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
-		char a[ADDR_STRLEN];
+		char a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
 
-		log_debug("session-open peer=%s active=%zu tunnel_sid=%u",
-			  addr_str(client, a, sizeof(a)), htab_count(p->sessions), sid);
+		log_debug("session-open peer=%s active=%zu tunnel_sid=%u%s",
+			  addr_str(client, a, sizeof(a)), htab_count(p->sessions), sid,
+			  relay_server_logname(p->srv, sn, sizeof(sn)));
 	}
 	return s;
 }
 
 static struct session *session_open(struct relay_proxy *p, const struct addr *client,
-				    const struct addr_key *key)
+				    const struct addr_key *key, uint8_t pub)
 {
 	struct relay *r = p->r;
+	struct relay_server *srv = p->srv;
 	struct session *s;
 	struct addr local;
 	int fd;
 
 	expire_sessions(p, ev_now(r->loop));
-	if (htab_count(p->sessions) >= r->cfg.max_sessions) {
+	if (htab_count(p->sessions) >= srv->cfg.max_sessions) {
 		struct session *old = p->unconf_old;
 
 		/* Full: the oldest unconfirmed session makes room once it has
@@ -445,12 +490,12 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 			return NULL;
 		}
 		session_close(p, old, "evicted");
-		r->st.sessions_evicted++;
+		srv->st.sessions_evicted++;
 	}
-	if (r->cfg.server_tunnel)
-		return session_open_tunnel(p, client, key);
+	if (srv->cfg.server_tunnel)
+		return session_open_tunnel(p, client, key, pub);
 	/* Its local port is the port the server sees for this client. */
-	fd = addr_udp_connect(&r->server, &local);
+	fd = addr_udp_connect(&srv->server, &local);
 	if (fd < 0) {
 		errno = -fd;
 		goto fail;
@@ -463,13 +508,13 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 		htab_remove(p->sessions, s);
 		goto fail_fd;
 	}
-	session_init(p, s, client, addr_port(&local));
+	session_init(p, s, client, addr_port(&local), pub);
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
-		char a[ADDR_STRLEN];
+		char a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
 
-		log_debug("session-open peer=%s active=%zu upstream_port=%u",
-			  addr_str(client, a, sizeof(a)), htab_count(p->sessions),
-			  s->upstream_port);
+		log_debug("session-open peer=%s active=%zu upstream_port=%u%s",
+			  addr_str(client, a, sizeof(a)), htab_count(p->sessions), s->upstream_port,
+			  relay_server_logname(p->srv, sn, sizeof(sn)));
 	}
 	return s;
 fail_fd:
@@ -491,22 +536,22 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 
 	if (s->io == NULL) {
 		/* Through the tunnel: its queues are the tunnel's. */
-		if (relay_tunnel_dgram(p->r->tunnel, s->sid, buf, len) < 0) {
+		if (relay_tunnel_dgram(p->r->tunnel, p->srv, s->sid, buf, len) < 0) {
 			drop(p, RELAY_DROP_SEND_ERROR);
 			return;
 		}
 		s->pkts_in++;
 		s->bytes_in += len;
-		p->r->st.pkts_to_server++;
-		p->r->st.bytes_to_server += len;
+		p->srv->st.pkts_to_server++;
+		p->srv->st.bytes_to_server += len;
 		return;
 	}
 	if (s->qlen == 0) {
 		if (send(ev_io_fd(s->io), buf, len, 0) >= 0) {
 			s->pkts_in++;
 			s->bytes_in += len;
-			p->r->st.pkts_to_server++;
-			p->r->st.bytes_to_server += len;
+			p->srv->st.pkts_to_server++;
+			p->srv->st.bytes_to_server += len;
 			return;
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -543,7 +588,7 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
  */
 static bool query_budget_take(struct relay_proxy *p, const struct addr_ip *ip)
 {
-	long long now = ev_now(p->r->loop), rate = p->r->cfg.query_budget;
+	long long now = ev_now(p->r->loop), rate = p->srv->cfg.query_budget;
 	long long cap = rate * 1000;
 
 	if (rate == 0)
@@ -558,11 +603,25 @@ static bool query_budget_take(struct relay_proxy *p, const struct addr_ip *ip)
 		p->qbudget_milli -= 1000;
 		return true;
 	}
-	return p->r->hb != NULL && relay_heartbeat_is_master(p->r->hb, ip);
+	return p->srv->hb != NULL && relay_heartbeat_is_master(p->srv->hb, ip);
 }
 
-static void handle_client(struct relay_proxy *p, const struct addr *from, const uint8_t *buf,
-			  size_t len)
+/* The global bans, then the server's own. */
+static bool banned(struct relay_proxy *p, const struct addr *from)
+{
+	struct relay_bans *g = p->r->bans, *own = p->srv->bans;
+	bool any_g = g != NULL && banlist_count(relay_bans_list(g)) > 0;
+	bool any_own = own != NULL && banlist_count(relay_bans_list(own)) > 0;
+	struct addr_ip ip;
+
+	if (!any_g && !any_own)
+		return false;
+	addr_to_ip(from, &ip);
+	return (any_g && relay_bans_check(g, &ip)) || (any_own && relay_bans_check(own, &ip));
+}
+
+static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr *from,
+			  const uint8_t *buf, size_t len)
 {
 	struct relay *r = p->r;
 	struct session *s;
@@ -571,14 +630,9 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 	enum relay_verdict v;
 
 	/* Bans come first, before any parsing or lookup. */
-	if (banlist_count(relay_bans_list(r->bans)) > 0) {
-		struct addr_ip ip;
-
-		addr_to_ip(from, &ip);
-		if (relay_bans_check(r->bans, &ip)) {
-			drop(p, RELAY_DROP_BANNED);
-			return;
-		}
+	if (banned(p, from)) {
+		drop(p, RELAY_DROP_BANNED);
+		return;
 	}
 	v = relay_classify(buf, len, cmd, sizeof(cmd));
 	switch (v) {
@@ -597,7 +651,12 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 	case RELAY_VERDICT_QUERY: {
 		struct addr_ip ip;
 
-		switch (relay_qcache_query(p->qc, from, buf, len)) {
+		/* A master checking the server it lists, answered from the
+		 * cache or not. */
+		addr_to_ip(from, &ip);
+		if (p->srv->hb != NULL)
+			relay_heartbeat_note_query(p->srv->hb, &ip);
+		switch (relay_qcache_query(p->qc, pub, from, buf, len)) {
 		case RELAY_QC_DONE:
 			return;
 		case RELAY_QC_ATTACK:
@@ -606,7 +665,6 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 		case RELAY_QC_FORWARD:
 			break;
 		}
-		addr_to_ip(from, &ip);
 		if (!ratelim_check(p->queries, &ip, ev_now(r->loop))) {
 			drop(p, RELAY_DROP_RATE_LIMITED);
 			if (log_enabled(LOG_LEVEL_DEBUG)) {
@@ -651,7 +709,7 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 		}
 	}
 	if (s == NULL) {
-		s = session_open(p, from, &key);
+		s = session_open(p, from, &key, pub);
 		if (s == NULL)
 			return;
 	} else {
@@ -671,7 +729,8 @@ static void handle_client(struct relay_proxy *p, const struct addr *from, const 
 
 static void on_public(struct ev_io *io, uint32_t events, void *arg)
 {
-	struct relay_proxy *p = arg;
+	struct pub *pb = arg;
+	struct relay_proxy *p = pb->p;
 	int n;
 
 	(void)events;
@@ -693,7 +752,11 @@ static void on_public(struct ev_io *io, uint32_t events, void *arg)
 			drop(p, RELAY_DROP_MALFORMED);
 			continue;
 		}
-		handle_client(p, &p->in_addr[i], p->in_bufs + (size_t)i * BUF_SIZE, m->msg_len);
+		/* An IPv4 client of a dual-stack socket: plain IPv4 from here. */
+		if (pb->dual)
+			addr_unmap_v4(&p->in_addr[i]);
+		handle_client(p, pb->idx, &p->in_addr[i], p->in_bufs + (size_t)i * BUF_SIZE,
+			      m->msg_len);
 	}
 }
 
@@ -710,26 +773,16 @@ static void grow_buffers(int fd)
 
 	if (got < (1 << 20))
 		log_warnx("socket-buffer-small rcvbuf=%d want=%d hint=\"raise net.core.rmem_max "
-			  "and wmem_max (tools/systemd/99-rally-relay.conf)\"",
+			  "and wmem_max (sysctl.d/50-rally-relay.conf)\"",
 			  got, size);
 }
 
-/*
- * Datagrams the kernel dropped on the public socket (receive buffer full),
- * read from the "drops" column of /proc/net/udp{,6} for our socket's inode.
- * Called for /metrics only, never per packet. Returns -1 if unknown.
- */
-long long relay_proxy_kernel_drops(const struct relay_proxy *p)
+/* The "drops" column of /proc/net/udp{,6} for the socket of inode ino. */
+static long long proc_drops(unsigned long long ino)
 {
 	static const char *const tables[] = {"/proc/self/net/udp", "/proc/self/net/udp6"};
-	struct stat st;
-
-	if (p == NULL)
-		return -1; /* tunnel-only relay: no game port */
 	char line[512];
 
-	if (fstat(p->fd, &st) < 0)
-		return -1;
 	for (size_t t = 0; t < 2; t++) {
 		FILE *f = fopen(tables[t], "re");
 
@@ -744,8 +797,7 @@ long long relay_proxy_kernel_drops(const struct relay_proxy *p)
 				q = NULL;
 				n++;
 			}
-			if (n == 13 &&
-			    strtoull(tok[9], NULL, 10) == (unsigned long long)st.st_ino) {
+			if (n == 13 && strtoull(tok[9], NULL, 10) == ino) {
 				fclose(f);
 				return (long long)strtoull(tok[12], NULL, 10);
 			}
@@ -753,6 +805,50 @@ long long relay_proxy_kernel_drops(const struct relay_proxy *p)
 		fclose(f);
 	}
 	return -1;
+}
+
+/*
+ * Datagrams the kernel dropped on the public sockets (receive buffer full),
+ * read from /proc/net/udp{,6} for our sockets' inodes. Called for /metrics
+ * only, never per packet. Returns -1 if unknown.
+ */
+long long relay_proxy_kernel_drops(const struct relay_proxy *p)
+{
+	long long sum = -1;
+
+	if (p == NULL)
+		return -1; /* tunnel-only relay: no game port */
+	for (size_t i = 0; i < p->npub; i++) {
+		struct stat st;
+		long long d;
+
+		if (fstat(p->pubs[i].fd, &st) < 0)
+			continue;
+		d = proc_drops((unsigned long long)st.st_ino);
+		if (d >= 0)
+			sum = (sum < 0 ? 0 : sum) + d;
+	}
+	return sum;
+}
+
+/* The public socket that sends to family: one of it, else a dual-stack
+ * one for IPv4. */
+static const struct pub *pub_for(const struct relay_proxy *p, int family)
+{
+	for (size_t i = 0; i < p->npub; i++) {
+		if (p->pubs[i].family == family)
+			return &p->pubs[i];
+	}
+	for (size_t i = 0; i < p->npub; i++) {
+		if (family == AF_INET && p->pubs[i].dual)
+			return &p->pubs[i];
+	}
+	return NULL;
+}
+
+bool relay_proxy_can_send(const struct relay_proxy *p, int family)
+{
+	return p != NULL && pub_for(p, family) != NULL;
 }
 
 uint8_t *relay_proxy_out_slot(struct relay_proxy *p, size_t *room)
@@ -763,14 +859,19 @@ uint8_t *relay_proxy_out_slot(struct relay_proxy *p, size_t *room)
 	return p->out_bufs + (size_t)p->nout * BUF_SIZE;
 }
 
-void relay_proxy_out_push(struct relay_proxy *p, const struct addr *to, size_t len)
+void relay_proxy_out_push(struct relay_proxy *p, uint8_t pub, const struct addr *to, size_t len)
 {
 	unsigned k = p->nout;
 
-	p->out_addr[k] = *to;
+	/* A dual-stack socket sends to IPv4 askers by their v4-mapped form. */
+	if (p->pubs[pub].family == AF_INET6)
+		addr_map_v4(to, &p->out_addr[k]);
+	else
+		p->out_addr[k] = *to;
+	p->out_pub[k] = pub;
 	p->out_iov[k].iov_len = len;
 	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
-	p->out_msgs[k].msg_hdr.msg_namelen = to->len;
+	p->out_msgs[k].msg_hdr.msg_namelen = p->out_addr[k].len;
 	p->nout++;
 }
 
@@ -782,7 +883,16 @@ struct relay_qcache *relay_proxy_qcache(const struct relay_proxy *p)
 int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const void *buf,
 			    size_t len)
 {
-	if (sendto(p->fd, buf, len, 0, (const struct sockaddr *)&to->ss, to->len) < 0)
+	const struct pub *pb = pub_for(p, addr_family(to));
+	struct addr dst;
+
+	if (pb == NULL)
+		return -EAFNOSUPPORT;
+	if (pb->family == AF_INET6)
+		addr_map_v4(to, &dst);
+	else
+		dst = *to;
+	if (sendto(pb->fd, buf, len, 0, (const struct sockaddr *)&dst.ss, dst.len) < 0)
 		return -errno;
 	return 0;
 }
@@ -832,6 +942,7 @@ void relay_proxy_foreach(struct relay_proxy *p,
 			.client = s->client,
 			.upstream_port = s->upstream_port,
 			.tunnelled = s->io == NULL,
+			.confirmed = s->confirmed,
 			.age_ms = now - s->created_ms,
 			.idle_ms = now - s->last_ms,
 			.pkts_in = s->pkts_in,
@@ -845,25 +956,76 @@ void relay_proxy_foreach(struct relay_proxy *p,
 	}
 }
 
-int relay_proxy_new(struct relay *r)
+static bool takes_v4(const struct addr *a)
 {
+	static const uint8_t any[16];
+	struct addr_ip ip;
+
+	addr_to_ip(a, &ip);
+	return memcmp(ip.b, any, 16) == 0 ||
+	       (ip.b[10] == 0xff && ip.b[11] == 0xff && memcmp(ip.b, any, 10) == 0);
+}
+
+/* Opens public socket i: the one bound before the start, or a new one. */
+static int pub_open(struct relay_proxy *p, size_t i)
+{
+	struct relay_server *srv = p->srv;
+	struct pub *pb = &p->pubs[i];
+	bool v6only = relay_server_cfg_v6only(&srv->cfg, i);
+	int fd;
+
+	if (srv->pre_fd[i] >= 0) {
+		fd = srv->pre_fd[i];
+		srv->pre_fd[i] = -1;
+		srv->bound[i].len = sizeof(srv->bound[i].ss);
+		if (getsockname(fd, (struct sockaddr *)&srv->bound[i].ss, &srv->bound[i].len) < 0) {
+			int e = errno;
+
+			close(fd);
+			return -e;
+		}
+	} else {
+		srv->bound[i] = srv->cfg.listen[i];
+		fd = addr_udp_bind_v6only(&srv->bound[i], v6only);
+		if (fd < 0)
+			return fd;
+	}
+	pb->p = p;
+	pb->fd = fd;
+	pb->idx = (uint8_t)i;
+	pb->family = addr_family(&srv->bound[i]);
+	/* Only the wildcard "[::]" (or a v4-mapped address) takes IPv4: a
+	 * socket bound to one IPv6 address can neither receive nor send it. */
+	pb->dual = pb->family == AF_INET6 && !v6only && takes_v4(&srv->bound[i]);
+	grow_buffers(fd);
+	pb->io = ev_io_add(p->r->loop, fd, EPOLLIN, on_public, pb);
+	if (pb->io == NULL)
+		return -errno;
+	return 0;
+}
+
+int relay_proxy_new(struct relay_server *srv)
+{
+	struct relay *r = srv->r;
 	struct relay_proxy *p = calloc(1, sizeof(*p));
 	int ret;
 
 	if (p == NULL)
 		return -ENOMEM;
 	p->r = r;
-	p->fd = -1;
+	p->srv = srv;
+	for (size_t i = 0; i < RELAY_MAX_LISTEN; i++)
+		p->pubs[i].fd = -1;
 	ev_timer_init(&p->sweep);
-	p->qbudget_milli = (long long)r->cfg.query_budget * 1000;
+	p->qbudget_milli = (long long)srv->cfg.query_budget * 1000;
 	p->qbudget_ms = ev_now(r->loop);
 	p->sessions =
-		htab_new(r->cfg.max_sessions, sizeof(struct addr_key), sizeof(struct session));
+		htab_new(srv->cfg.max_sessions, sizeof(struct addr_key), sizeof(struct session));
 	p->queries = ratelim_new(RELAY_MAX_QUERY_SOURCES, RELAY_QUERY_BURST, RELAY_QUERY_RATE,
 				 RELAY_QUERY_FORGET_MS);
-	if (r->cfg.server_tunnel) {
+	if (srv->cfg.server_tunnel) {
 		p->by_sid =
-			htab_new(r->cfg.max_sessions, sizeof(uint32_t), sizeof(struct session *));
+			htab_new(srv->cfg.max_sessions, sizeof(uint32_t), sizeof(struct session *));
 		if (p->by_sid == NULL) {
 			ret = -ENOMEM;
 			goto fail;
@@ -887,37 +1049,73 @@ int relay_proxy_new(struct relay *r)
 		p->out_msgs[i].msg_hdr.msg_iovlen = 1;
 	}
 	reset_out(p, BATCH);
-	ret = addr_udp_bind(&r->cfg.listen);
-	if (ret < 0)
-		goto fail;
-	p->fd = ret;
-	grow_buffers(p->fd);
-	p->io = ev_io_add(r->loop, p->fd, EPOLLIN, on_public, p);
-	if (p->io == NULL) {
-		ret = -errno;
-		goto fail;
+	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
+		ret = pub_open(p, i);
+		if (p->pubs[i].fd >= 0)
+			p->npub = i + 1;
+		if (ret < 0) {
+			char a[ADDR_STRLEN];
+
+			errno = -ret;
+			log_warn("listen-fail listen=%s",
+				 addr_str(&srv->cfg.listen[i], a, sizeof(a)));
+			goto fail;
+		}
 	}
 	ret = ev_before_sleep_add(r->loop, before_sleep, p);
 	if (ret < 0)
 		goto fail;
-	{
-		char path[4200];
-
-		snprintf(path, sizeof(path), "%s/known-players", r->cfg.state_dir);
-		p->qc = relay_qcache_new(r, p, path);
-		if (p->qc == NULL) {
-			ret = -errno;
-			goto fail;
-		}
+	p->hooked = true;
+	p->qc = relay_qcache_new(srv, p);
+	if (p->qc == NULL) {
+		ret = -errno;
+		goto fail;
 	}
 	ev_timer_start(r->loop, &p->sweep, 1000, on_sweep, p);
-	r->proxy = p;
+	srv->proxy = p;
 	return 0;
 fail:
-	r->proxy = p;
 	relay_proxy_free(p);
-	r->proxy = NULL;
 	return ret;
+}
+
+void relay_proxy_stop(struct relay_proxy *p)
+{
+	struct session *s;
+
+	if (p == NULL || p->stopped)
+		return;
+	p->stopped = true;
+	if (p->nout > 0)
+		flush_out(p);
+	if (p->hooked)
+		ev_before_sleep_del(p->r->loop, before_sleep, p);
+	p->hooked = false;
+	ev_timer_stop(p->r->loop, &p->sweep);
+	while ((s = htab_oldest(p->sessions)) != NULL)
+		session_close(p, s, "server-removed");
+	/* Its players are saved now: a restarted server's next self loads
+	 * them from the file as it starts, right after. */
+	relay_qcache_free(p->qc);
+	p->qc = NULL;
+	/* The sockets stay open (the flatline leaves from them); nothing is
+	 * read any more. */
+	for (size_t i = 0; i < p->npub; i++) {
+		if (p->pubs[i].io != NULL) {
+			ev_io_del(p->pubs[i].io, false);
+			p->pubs[i].io = NULL;
+		}
+	}
+}
+
+int relay_proxy_dup_socket(const struct relay_proxy *p, size_t i)
+{
+	int fd;
+
+	if (p == NULL || i >= p->npub || p->pubs[i].fd < 0)
+		return -EBADF;
+	fd = fcntl(p->pubs[i].fd, F_DUPFD_CLOEXEC, 3);
+	return fd < 0 ? -errno : fd;
 }
 
 void relay_proxy_free(struct relay_proxy *p)
@@ -928,7 +1126,8 @@ void relay_proxy_free(struct relay_proxy *p)
 		return;
 	if (p->nout > 0)
 		flush_out(p);
-	ev_before_sleep_del(p->r->loop, before_sleep, p);
+	if (p->hooked)
+		ev_before_sleep_del(p->r->loop, before_sleep, p);
 	ev_timer_stop(p->r->loop, &p->sweep);
 	if (p->sessions != NULL) {
 		while ((s = htab_oldest(p->sessions)) != NULL)
@@ -936,10 +1135,15 @@ void relay_proxy_free(struct relay_proxy *p)
 	}
 	/* After the sessions: the players among them are seen now. */
 	relay_qcache_free(p->qc);
-	if (p->io != NULL)
-		ev_io_del(p->io, true);
-	else if (p->fd >= 0)
-		close(p->fd);
+	p->qc = NULL;
+	for (size_t i = 0; i < p->npub; i++) {
+		if (p->pubs[i].io != NULL)
+			ev_io_del(p->pubs[i].io, true);
+		else if (p->pubs[i].fd >= 0)
+			close(p->pubs[i].fd);
+	}
+	if (p->srv->proxy == p)
+		p->srv->proxy = NULL;
 	htab_free(p->sessions);
 	htab_free(p->by_sid);
 	ratelim_free(p->queries);

@@ -88,6 +88,7 @@ static const char *const refresh_names[F_N] = {"sent",     "answered", "lost",
 
 struct pending {
 	struct addr to;
+	uint8_t pub;
 	long long t_ms;
 	size_t ch_len;
 	char ch[QSPLICE_CHALLENGE_MAX + 1];
@@ -127,6 +128,7 @@ struct save_job {
 
 struct relay_qcache {
 	struct relay *r;
+	struct relay_server *srv;
 	struct relay_proxy *p;
 	const struct relay_qcache_cfg *c;
 	int fd;
@@ -165,6 +167,7 @@ struct relay_qcache {
 	uint64_t saves_ok, saves_err;
 
 	uint64_t refusals[R_N], answer_bytes;
+	char sn[RELAY_NAME_MAX + 16]; /* " name=NAME" in log lines; "" */
 	struct log_ratelimit warn_stale, warn_save;
 };
 
@@ -251,8 +254,8 @@ static void refresh(struct relay_qcache *qc, enum qsplice_kind kind)
 	n = snprintf(text, sizeof(text), "%s %s", kind_names[kind], e->ours);
 	len = q3_oob_build(pkt, sizeof(pkt), text, (size_t)n);
 	/* A refused send (no server there, no tunnel) is a lost refresh. */
-	if (qc->r->cfg.server_tunnel)
-		(void)!relay_tunnel_dgram(qc->r->tunnel, 0, pkt, (size_t)len);
+	if (qc->srv->cfg.server_tunnel)
+		(void)!relay_tunnel_dgram(qc->r->tunnel, qc->srv, 0, pkt, (size_t)len);
 	else
 		(void)!send(qc->fd, pkt, (size_t)len, 0);
 	relay_qcache_engine_note(qc);
@@ -372,13 +375,14 @@ static bool take_budget(struct relay_qcache *qc, const struct addr_ip *ip, bool 
 
 static bool is_master(const struct relay_qcache *qc, const struct addr_ip *ip)
 {
-	return qc->r->hb != NULL && relay_heartbeat_is_master(qc->r->hb, ip);
+	return qc->srv->hb != NULL && relay_heartbeat_is_master(qc->srv->hb, ip);
 }
 
 /* The answer for to (ip, known player or master as the caller found),
  * from the kept one, into the proxy's batch. */
-static void answer(struct relay_qcache *qc, enum qsplice_kind kind, const struct addr *to,
-		   const struct addr_ip *ip, bool known, bool master, const char *ch, size_t ch_len)
+static void answer(struct relay_qcache *qc, enum qsplice_kind kind, uint8_t pub,
+		   const struct addr *to, const struct addr_ip *ip, bool known, bool master,
+		   const char *ch, size_t ch_len)
 {
 	struct kept *e = &qc->k[kind];
 	size_t room;
@@ -397,7 +401,7 @@ static void answer(struct relay_qcache *qc, enum qsplice_kind kind, const struct
 		refuse(qc, R_TOO_LONG);
 		return;
 	}
-	relay_proxy_out_push(qc->p, to, (size_t)n);
+	relay_proxy_out_push(qc->p, pub, to, (size_t)n);
 	e->answers++;
 	qc->answer_bytes += (uint64_t)n;
 }
@@ -422,9 +426,9 @@ static void expire_pending(struct relay_qcache *qc, struct kept *e, long long t)
 
 		e->stale_logged = true;
 		if (log_ratelimit_ok(&qc->warn_stale, t, 10000, &sup))
-			log_warnx("query-cache-stale kind=%s age_ms=%lld refreshes_lost=%llu "
+			log_warnx("query-cache-stale%s kind=%s age_ms=%lld refreshes_lost=%llu "
 				  "action=silent suppressed=%lu",
-				  kind_names[e - qc->k], e->have ? t - e->at_ms : -1LL,
+				  qc->sn, kind_names[e - qc->k], e->have ? t - e->at_ms : -1LL,
 				  (unsigned long long)e->refresh[F_LOST], sup);
 	}
 	e->npend = keep;
@@ -514,8 +518,9 @@ void relay_qcache_answer(struct relay_qcache *qc, const uint8_t *buf, size_t len
 		e->inflight = false;
 		if (++qc->no_challenge_run >= UNUSABLE_AFTER && !qc->unusable) {
 			qc->unusable = true;
-			log_warnx("query-cache-unusable reason=\"the server's answers carry no "
-				  "challenge\" action=forward");
+			log_warnx("query-cache-unusable%s reason=\"the server's answers carry no "
+				  "challenge\" action=forward",
+				  qc->sn);
 		}
 		return;
 	}
@@ -536,11 +541,11 @@ void relay_qcache_answer(struct relay_qcache *qc, const uint8_t *buf, size_t len
 	qc->no_challenge_run = 0;
 	if (qc->unusable) {
 		qc->unusable = false;
-		log_info("query-cache-usable kind=%s", kind_names[kind]);
+		log_info("query-cache-usable%s kind=%s", qc->sn, kind_names[kind]);
 	}
 	if (e->stale_logged) {
 		e->stale_logged = false;
-		log_info("query-cache-fresh kind=%s", kind_names[kind]);
+		log_info("query-cache-fresh%s kind=%s", qc->sn, kind_names[kind]);
 	}
 	for (unsigned i = 0; i < e->npend; i++) {
 		struct pending *pd = &e->pend[i];
@@ -553,8 +558,8 @@ void relay_qcache_answer(struct relay_qcache *qc, const uint8_t *buf, size_t len
 
 			addr_to_ip(&pd->to, &ip);
 			known = relay_known_has(qc->known, &ip);
-			answer(qc, kind, &pd->to, &ip, known, !known && is_master(qc, &ip), pd->ch,
-			       pd->ch_len);
+			answer(qc, kind, pd->pub, &pd->to, &ip, known, !known && is_master(qc, &ip),
+			       pd->ch, pd->ch_len);
 		}
 	}
 	e->npend = 0;
@@ -596,9 +601,10 @@ static void attack_roll(struct relay_qcache *qc, long long t)
 			qc->calm_ms = 0;
 			qc->episode_refused = 0;
 			qc->attack_on++;
-			log_warnx(
-				"attack-mode-on unverified_pps=%llu threshold=%u known_players=%zu",
-				(unsigned long long)qc->last_pps, th, relay_known_count(qc->known));
+			log_warnx("attack-mode-on%s unverified_pps=%llu threshold=%u "
+				  "known_players=%zu",
+				  qc->sn, (unsigned long long)qc->last_pps, th,
+				  relay_known_count(qc->known));
 		}
 		return;
 	}
@@ -611,7 +617,7 @@ static void attack_roll(struct relay_qcache *qc, long long t)
 	if (t - qc->calm_ms >= qc->c->attack_hold_ms) {
 		qc->attack = false;
 		qc->attack_off++;
-		log_info("attack-mode-off unverified_pps=%llu lasted_s=%lld refused=%llu",
+		log_info("attack-mode-off%s unverified_pps=%llu lasted_s=%lld refused=%llu", qc->sn,
 			 (unsigned long long)qc->last_pps, (t - qc->attack_since_ms) / 1000,
 			 (unsigned long long)qc->episode_refused);
 	}
@@ -640,8 +646,8 @@ bool relay_qcache_admit(struct relay_qcache *qc, const struct addr_ip *ip, bool 
 
 /* ---- queries ---- */
 
-enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct addr *from,
-					 const uint8_t *buf, size_t len)
+enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, uint8_t pub,
+					 const struct addr *from, const uint8_t *buf, size_t len)
 {
 	char ch[QSPLICE_CHALLENGE_MAX + 1];
 	enum qsplice_kind kind;
@@ -690,7 +696,7 @@ enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct a
 	if (age >= qc->c->refresh_ms)
 		refresh(qc, kind);
 	if (age < qc->c->max_age_ms) {
-		answer(qc, kind, from, &ip, known, master, ch, ch_len);
+		answer(qc, kind, pub, from, &ip, known, master, ch, ch_len);
 		return RELAY_QC_DONE;
 	}
 	/* Nothing fresh enough: the asker waits for the refresh. */
@@ -699,6 +705,7 @@ enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct a
 		return RELAY_QC_DONE;
 	}
 	e->pend[e->npend].to = *from;
+	e->pend[e->npend].pub = pub;
 	e->pend[e->npend].t_ms = t;
 	e->pend[e->npend].ch_len = ch_len;
 	memcpy(e->pend[e->npend].ch, ch, ch_len + 1);
@@ -758,7 +765,7 @@ static void save_done(void *arg, bool cancelled)
 				unsigned long sup;
 
 				qc->saves_err++;
-				qc->r->st.state_write_errors++;
+				qc->r->state_write_errors++;
 				errno = -j->result;
 				if (log_ratelimit_ok(&qc->warn_save, now_ms(qc), 600000, &sup))
 					log_warn("known-players-save-fail file=%s suppressed=%lu",
@@ -826,8 +833,8 @@ void relay_qcache_player(struct relay_qcache *qc, const struct addr_ip *ip)
 	    log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[INET6_ADDRSTRLEN];
 
-		log_debug("known-player-added ip=%s known=%zu", addr_ip_fmt(ip, a, sizeof(a)),
-			  relay_known_count(qc->known));
+		log_debug("known-player-added%s ip=%s known=%zu", qc->sn,
+			  addr_ip_fmt(ip, a, sizeof(a)), relay_known_count(qc->known));
 	}
 	qc->known_dirty = true;
 }
@@ -895,10 +902,34 @@ int relay_qcache_check_file(const struct relay_qcache_cfg *c, const char *path, 
 	return r < 0 ? r : 0;
 }
 
-struct relay_qcache *relay_qcache_new(struct relay *r, struct relay_proxy *p, const char *path)
+int relay_qcache_path(const struct relay_server *srv, char *path, size_t size, char *dir,
+		      size_t dir_size)
+{
+	const char *sd = srv->r->cfg.state_dir;
+	int n;
+
+	if (srv->cfg.name[0] == '\0')
+		n = snprintf(path, size, "%s/known-players", sd);
+	else
+		n = snprintf(path, size, "%s/servers/%s/known-players", sd, srv->cfg.name);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	if (dir_size > 0) {
+		n = srv->cfg.name[0] == '\0'
+			    ? snprintf(dir, dir_size, "%s", sd)
+			    : snprintf(dir, dir_size, "%s/servers/%s", sd, srv->cfg.name);
+		if (n < 0 || (size_t)n >= dir_size)
+			return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+struct relay_qcache *relay_qcache_new(struct relay_server *srv, struct relay_proxy *p)
 {
 	struct relay_qcache *qc = calloc(1, sizeof(*qc));
-	const struct relay_qcache_cfg *c = &r->cfg.qcache;
+	struct relay *r = srv->r;
+	const struct relay_qcache_cfg *c = &srv->cfg.qcache;
+	char path[PATH_MAX], dir[PATH_MAX];
 	struct relay_known_err err;
 	unsigned src_burst = c->source_budget * RELAY_BUDGET_BURST;
 	unsigned known_burst = c->known_budget * RELAY_BUDGET_BURST;
@@ -907,7 +938,9 @@ struct relay_qcache *relay_qcache_new(struct relay *r, struct relay_proxy *p, co
 	if (qc == NULL)
 		return NULL;
 	qc->r = r;
+	qc->srv = srv;
 	qc->p = p;
+	relay_server_logname(srv, qc->sn, sizeof(qc->sn));
 	qc->c = c;
 	qc->fd = -1;
 	ev_timer_init(&qc->refresh_timer);
@@ -930,11 +963,15 @@ struct relay_qcache *relay_qcache_new(struct relay *r, struct relay_proxy *p, co
 		goto fail;
 	pthread_mutex_init(&qc->saver->mu, NULL);
 	qc->saver->refs = 1;
-	if (snprintf(qc->saver->path, sizeof(qc->saver->path), "%s", path) >=
-	    (int)sizeof(qc->saver->path)) {
+	if (relay_qcache_path(srv, path, sizeof(path), dir, sizeof(dir)) < 0 ||
+	    snprintf(qc->saver->path, sizeof(qc->saver->path), "%s", path) >=
+		    (int)sizeof(qc->saver->path)) {
 		errno = ENAMETOOLONG;
 		goto fail;
 	}
+	/* A named server's directory (its bans.json made it, unless the
+	 * state dir is unusable: then saves fail and are counted). */
+	(void)statefile_mkdirs(dir);
 
 	lr = load_known(qc->known, path, c->known_max, &err);
 	if (lr == -EBADMSG) {
@@ -951,8 +988,8 @@ struct relay_qcache *relay_qcache_new(struct relay *r, struct relay_proxy *p, co
 		log_info("known-players-loaded file=%s count=%d", path, lr);
 	}
 
-	if (!r->cfg.server_tunnel) {
-		qc->fd = addr_udp_connect(&r->server, NULL);
+	if (!srv->cfg.server_tunnel) {
+		qc->fd = addr_udp_connect(&srv->server, NULL);
 		if (qc->fd < 0) {
 			errno = -qc->fd;
 			goto fail;
@@ -1006,93 +1043,171 @@ void relay_qcache_free(struct relay_qcache *qc)
 
 /* ---- metrics ---- */
 
-void relay_qcache_metrics(const struct relay_qcache *qc, struct strbuf *out)
+/* One line of qc's server: name{server="NAME",more} value. */
+static void mline(struct strbuf *out, const struct relay_qcache *qc, const char *name,
+		  const char *more, unsigned long long v)
+{
+	char lb[RELAY_NAME_MAX + 96];
+
+	strbuf_printf(out, "%s%s %llu\n", name, relay_server_labels(qc->srv, more, lb, sizeof(lb)),
+		      v);
+}
+
+static void mfamily(struct strbuf *out, const char *name, const char *type, const char *help)
+{
+	strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Each family once, then every server's lines; a server without a cache
+ * (its proxy failed to start) has none. */
+#define EACH_QC(r, qc)                                                                             \
+	for (size_t i_ = 0; i_ < (r)->nservers; i_++)                                              \
+		for (const struct relay_qcache *qc = relay_proxy_qcache((r)->servers[i_]->proxy);  \
+		     qc != NULL; qc = NULL)
+
+void relay_qcache_metrics(const struct relay *r, struct strbuf *out)
+{
+	bool any = false;
+	char more[96];
+
+	for (size_t i = 0; i < r->nservers; i++)
+		any = any || relay_proxy_qcache(r->servers[i]->proxy) != NULL;
+	if (!any)
+		return;
+	mfamily(out, "rally_relay_query_cache_answers_total", "counter",
+		"getinfo/getstatus answered from the cache.");
+	EACH_QC(r, qc)
+	{
+		for (int k = 0; k < 2; k++) {
+			snprintf(more, sizeof(more), "kind=\"%s\"", kind_names[k]);
+			mline(out, qc, "rally_relay_query_cache_answers_total", more,
+			      qc->k[k].answers);
+		}
+	}
+	mfamily(out, "rally_relay_query_cache_answer_bytes_total", "counter",
+		"Bytes of those answers.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_query_cache_answer_bytes_total", NULL,
+		      qc->answer_bytes);
+	}
+	mfamily(out, "rally_relay_query_cache_refusals_total", "counter",
+		"Queries the cache did not answer, by reason.");
+	EACH_QC(r, qc)
+	{
+		for (int i = 0; i < R_N; i++) {
+			snprintf(more, sizeof(more), "reason=\"%s\"", refusal_names[i]);
+			mline(out, qc, "rally_relay_query_cache_refusals_total", more,
+			      qc->refusals[i]);
+		}
+	}
+	mfamily(out, "rally_relay_query_cache_refreshes_total", "counter",
+		"The relay's own queries to the server, by kind and outcome.");
+	EACH_QC(r, qc)
+	{
+		for (int k = 0; k < 2; k++)
+			for (int i = 0; i < F_N; i++) {
+				snprintf(more, sizeof(more), "kind=\"%s\",result=\"%s\"",
+					 kind_names[k], refresh_names[i]);
+				mline(out, qc, "rally_relay_query_cache_refreshes_total", more,
+				      qc->k[k].refresh[i]);
+			}
+	}
+	mfamily(out, "rally_relay_query_cache_age_seconds", "gauge",
+		"Age of the kept answer (-1: none).");
+	EACH_QC(r, qc)
+	{
+		long long t = now_ms(qc);
+
+		for (int k = 0; k < 2; k++) {
+			char lb[RELAY_NAME_MAX + 96];
+
+			snprintf(more, sizeof(more), "kind=\"%s\"", kind_names[k]);
+			strbuf_printf(out, "rally_relay_query_cache_age_seconds%s %.3f\n",
+				      relay_server_labels(qc->srv, more, lb, sizeof(lb)),
+				      qc->k[k].have ? (double)(t - qc->k[k].at_ms) / 1000.0 : -1.0);
+		}
+	}
+	mfamily(out, "rally_relay_query_cache_usable", "gauge",
+		"0 when the server's answers carry no challenge and queries are forwarded.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_query_cache_usable", NULL,
+		      qc->c->on && !qc->unusable ? 1 : 0);
+	}
+	mfamily(out, "rally_relay_query_cache_forwarded_total", "counter",
+		"Queries forwarded to the server (cache off or unusable).");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_query_cache_forwarded_total", NULL, qc->forwarded);
+	}
+	mfamily(out, "rally_relay_engine_query_level", "gauge",
+		"The engine's per-address query bucket for the relay's address, as modelled.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_engine_query_level", NULL, qc->eng_level);
+	}
+	mfamily(out, "rally_relay_reply_sources", "gauge", "Sources with a reply budget in hand.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_reply_sources", "class=\"unverified\"",
+		      ratelim_count(qc->unverified));
+		mline(out, qc, "rally_relay_reply_sources", "class=\"known\"",
+		      ratelim_count(qc->known_rl));
+	}
+	mfamily(out, "rally_relay_attack_mode", "gauge",
+		"1 while attack mode lets only known players and playing sessions reach the "
+		"server.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_attack_mode", NULL, qc->attack ? 1 : 0);
+	}
+	mfamily(out, "rally_relay_attack_mode_changes_total", "counter",
+		"Attack mode entered and left.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_attack_mode_changes_total", "to=\"on\"", qc->attack_on);
+		mline(out, qc, "rally_relay_attack_mode_changes_total", "to=\"off\"",
+		      qc->attack_off);
+	}
+	mfamily(out, "rally_relay_unverified_pps", "gauge",
+		"Datagrams per second from sources neither playing nor known, last full second.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_unverified_pps", NULL, qc->last_pps);
+	}
+	mfamily(out, "rally_relay_known_players", "gauge",
+		"Addresses that completed a connect in the last --known-hours.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_known_players", NULL, relay_known_count(qc->known));
+	}
+	mfamily(out, "rally_relay_known_players_saves_total", "counter",
+		"Writes of the known-players file.");
+	EACH_QC(r, qc)
+	{
+		mline(out, qc, "rally_relay_known_players_saves_total", "result=\"ok\"",
+		      qc->saves_ok);
+		mline(out, qc, "rally_relay_known_players_saves_total", "result=\"error\"",
+		      qc->saves_err);
+	}
+}
+
+bool relay_qcache_state(const struct relay_qcache *qc, struct relay_qcache_state *st)
 {
 	long long t;
 
 	if (qc == NULL)
-		return;
+		return false;
 	t = now_ms(qc);
-	strbuf_printf(out, "# HELP rally_relay_query_cache_answers_total getinfo/getstatus "
-			   "answered from the cache.\n"
-			   "# TYPE rally_relay_query_cache_answers_total counter\n");
+	st->on = qc->c->on;
+	st->usable = qc->c->on && !qc->unusable;
+	st->attack = qc->attack;
 	for (int k = 0; k < 2; k++)
-		strbuf_printf(out, "rally_relay_query_cache_answers_total{kind=\"%s\"} %llu\n",
-			      kind_names[k], (unsigned long long)qc->k[k].answers);
-	strbuf_printf(out,
-		      "# HELP rally_relay_query_cache_answer_bytes_total Bytes of those answers.\n"
-		      "# TYPE rally_relay_query_cache_answer_bytes_total counter\n"
-		      "rally_relay_query_cache_answer_bytes_total %llu\n",
-		      (unsigned long long)qc->answer_bytes);
-	strbuf_printf(out, "# HELP rally_relay_query_cache_refusals_total Queries the cache "
-			   "did not answer, by reason.\n"
-			   "# TYPE rally_relay_query_cache_refusals_total counter\n");
-	for (int i = 0; i < R_N; i++)
-		strbuf_printf(out, "rally_relay_query_cache_refusals_total{reason=\"%s\"} %llu\n",
-			      refusal_names[i], (unsigned long long)qc->refusals[i]);
-	strbuf_printf(out, "# HELP rally_relay_query_cache_refreshes_total The relay's own "
-			   "queries to the server, by kind and outcome.\n"
-			   "# TYPE rally_relay_query_cache_refreshes_total counter\n");
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < F_N; i++)
-			strbuf_printf(out,
-				      "rally_relay_query_cache_refreshes_total{kind=\"%s\","
-				      "result=\"%s\"} %llu\n",
-				      kind_names[k], refresh_names[i],
-				      (unsigned long long)qc->k[k].refresh[i]);
-	strbuf_printf(out, "# HELP rally_relay_query_cache_age_seconds Age of the kept answer "
-			   "(-1: none).\n"
-			   "# TYPE rally_relay_query_cache_age_seconds gauge\n");
-	for (int k = 0; k < 2; k++)
-		strbuf_printf(out, "rally_relay_query_cache_age_seconds{kind=\"%s\"} %.3f\n",
-			      kind_names[k],
-			      qc->k[k].have ? (double)(t - qc->k[k].at_ms) / 1000.0 : -1.0);
-	strbuf_printf(out,
-		      "# HELP rally_relay_query_cache_usable 0 when the server's answers carry "
-		      "no challenge and queries are forwarded.\n"
-		      "# TYPE rally_relay_query_cache_usable gauge\n"
-		      "rally_relay_query_cache_usable %d\n"
-		      "# HELP rally_relay_query_cache_forwarded_total Queries forwarded to the "
-		      "server (cache off or unusable).\n"
-		      "# TYPE rally_relay_query_cache_forwarded_total counter\n"
-		      "rally_relay_query_cache_forwarded_total %llu\n",
-		      qc->c->on && !qc->unusable ? 1 : 0, (unsigned long long)qc->forwarded);
-	strbuf_printf(out,
-		      "# HELP rally_relay_engine_query_level The engine's per-address query "
-		      "bucket for the relay's address, as modelled.\n"
-		      "# TYPE rally_relay_engine_query_level gauge\n"
-		      "rally_relay_engine_query_level %u\n",
-		      qc->eng_level);
-	strbuf_printf(out,
-		      "# HELP rally_relay_reply_sources Sources with a reply budget in hand.\n"
-		      "# TYPE rally_relay_reply_sources gauge\n"
-		      "rally_relay_reply_sources{class=\"unverified\"} %zu\n"
-		      "rally_relay_reply_sources{class=\"known\"} %zu\n",
-		      ratelim_count(qc->unverified), ratelim_count(qc->known_rl));
-	strbuf_printf(out,
-		      "# HELP rally_relay_attack_mode 1 while attack mode lets only known "
-		      "players and playing sessions reach the server.\n"
-		      "# TYPE rally_relay_attack_mode gauge\nrally_relay_attack_mode %d\n"
-		      "# HELP rally_relay_attack_mode_changes_total Attack mode entered and "
-		      "left.\n# TYPE rally_relay_attack_mode_changes_total counter\n"
-		      "rally_relay_attack_mode_changes_total{to=\"on\"} %llu\n"
-		      "rally_relay_attack_mode_changes_total{to=\"off\"} %llu\n"
-		      "# HELP rally_relay_unverified_pps Datagrams per second from sources "
-		      "neither playing nor known, last full second.\n"
-		      "# TYPE rally_relay_unverified_pps gauge\nrally_relay_unverified_pps %llu\n",
-		      qc->attack ? 1 : 0, (unsigned long long)qc->attack_on,
-		      (unsigned long long)qc->attack_off, (unsigned long long)qc->last_pps);
-	strbuf_printf(out,
-		      "# HELP rally_relay_known_players Addresses that completed a connect in "
-		      "the last --known-hours.\n"
-		      "# TYPE rally_relay_known_players gauge\nrally_relay_known_players %zu\n"
-		      "# HELP rally_relay_known_players_saves_total Writes of the "
-		      "known-players file.\n"
-		      "# TYPE rally_relay_known_players_saves_total counter\n"
-		      "rally_relay_known_players_saves_total{result=\"ok\"} %llu\n"
-		      "rally_relay_known_players_saves_total{result=\"error\"} %llu\n",
-		      relay_known_count(qc->known), (unsigned long long)qc->saves_ok,
-		      (unsigned long long)qc->saves_err);
+		st->age_ms[k] = qc->k[k].have ? t - qc->k[k].at_ms : -1;
+	st->known = relay_known_count(qc->known);
+	st->unverified_pps = qc->last_pps;
+	return true;
 }
 
 void relay_qcache_defaults(struct relay_qcache_cfg *c)

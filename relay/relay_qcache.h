@@ -61,18 +61,31 @@ struct relay_qcache_cfg {
 void relay_qcache_defaults(struct relay_qcache_cfg *c);
 
 struct relay;
+struct relay_server;
 struct relay_proxy;
 struct relay_qcache;
 struct strbuf;
 
 /*
- * The cache of proxy p (which must have its public socket): loads the known
- * players from path (a corrupt file is logged with its line and moved aside
- * to <path>.corrupt-<time>; the relay starts without it) and opens the
- * refresh socket. NULL, errno set, on failure.
+ * Where srv's known players live: <state-dir>/known-players for the server
+ * of the classic flags (""), <state-dir>/servers/NAME/known-players for a
+ * named one (beside its bans.json); its directory into dir when dir_size
+ * is not 0. 0, or -ENAMETOOLONG.
  */
-struct relay_qcache *relay_qcache_new(struct relay *r, struct relay_proxy *p, const char *path);
-/* Saves the known players (synchronously: the loop has stopped). */
+int relay_qcache_path(const struct relay_server *srv, char *path, size_t size, char *dir,
+		      size_t dir_size);
+
+/*
+ * The cache of srv's proxy p (which must have its public sockets), with
+ * srv->cfg.qcache: loads srv's known players (a corrupt file is logged with
+ * its line and moved aside to <path>.corrupt-<time>; the server starts
+ * without it) and opens the refresh socket. NULL, errno set, on failure.
+ */
+struct relay_qcache *relay_qcache_new(struct relay_server *srv, struct relay_proxy *p);
+/*
+ * Saves the known players if they changed (synchronously: at exit, or when
+ * the server retires, so that its restarted self loads them) and frees.
+ */
 void relay_qcache_free(struct relay_qcache *qc);
 
 /*
@@ -95,8 +108,8 @@ enum relay_qc_verdict {
  * engine would not answer; counted here); forwarded when the cache is off
  * or unusable (the server does not echo our challenge).
  */
-enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, const struct addr *from,
-					 const uint8_t *buf, size_t len);
+enum relay_qc_verdict relay_qcache_query(struct relay_qcache *qc, uint8_t pub,
+					 const struct addr *from, const uint8_t *buf, size_t len);
 
 /*
  * Any other datagram from a client (game traffic, getchallenge, connect,
@@ -117,8 +130,18 @@ void relay_qcache_player(struct relay_qcache *qc, const struct addr_ip *ip);
 /* A refresh answer that came through the tunnel (session 0). */
 void relay_qcache_answer(struct relay_qcache *qc, const uint8_t *buf, size_t len);
 
-/* Appends the Prometheus lines of the cache, budgets, attack mode and
- * known players. NULL: nothing. */
-void relay_qcache_metrics(const struct relay_qcache *qc, struct strbuf *out);
+/* Appends the Prometheus lines of every server's cache, budgets, attack
+ * mode and known players (a named server's with server="NAME"). */
+void relay_qcache_metrics(const struct relay *r, struct strbuf *out);
+
+/* For GET /status and /servers: whether attack mode is on, the cache
+ * usable, its answers' ages in ms (-1: none), the known players. */
+struct relay_qcache_state {
+	bool on, usable, attack;
+	long long age_ms[2]; /* getinfo, getstatus */
+	size_t known;
+	unsigned long long unverified_pps;
+};
+bool relay_qcache_state(const struct relay_qcache *qc, struct relay_qcache_state *st);
 
 #endif

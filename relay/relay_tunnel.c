@@ -190,7 +190,6 @@ struct relay_tunnel {
 	int udp_fd;
 	struct ev_io *udp_io;
 	struct htab *udp_ids; /* udp_id -> struct tun_host * */
-	uint8_t server_realm[16];
 	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
 	uint8_t plain[TUNDGRAM_PAYLOAD + 64];
 	uint8_t *obufs, *ibufs; /* TUN_BATCH slots of TUN_SLOT bytes each */
@@ -1036,25 +1035,36 @@ static void on_hello(struct tun_host *h, bool binary, const uint8_t *msg, size_t
 	h->lookup = relay_keys_lookup(h->t->keys, canon, on_key, h);
 }
 
-/* The host of the --server realm, when its tunnel is open. */
-static struct tun_host *server_host(const struct relay_tunnel *t)
+/* The host of srv's realm (--server tunnel:REALM), when its tunnel is
+ * open. */
+static struct tun_host *server_host(const struct relay_tunnel *t, const struct relay_server *srv)
 {
 	struct tun_host *const *slot;
 
-	if (!t->r->cfg.server_tunnel)
+	if (srv == NULL || !srv->cfg.server_tunnel)
 		return NULL;
-	slot = htab_get(t->realms, t->server_realm);
+	slot = htab_get(t->realms, srv->realm);
 	return slot != NULL && (*slot)->state == H_OPEN ? *slot : NULL;
 }
 
-/* A datagram from the game server, for session sid (0: our probe). */
-static void dgram_in(struct relay_tunnel *t, uint32_t sid, const uint8_t *p, size_t n)
+/*
+ * A datagram from the game server behind h, for session sid (0: our
+ * probe): it goes to the server fronted for h's realm. False if none is
+ * (the agent of a realm no server names, or of a server just removed).
+ */
+static bool dgram_in(struct relay_tunnel *t, const struct tun_host *h, uint32_t sid,
+		     const uint8_t *p, size_t n)
 {
+	struct relay_server *srv = relay_server_by_realm(t->r, h->realm_key);
+
+	if (srv == NULL)
+		return false;
 	if (sid == 0) {
-		relay_heartbeat_probe_answer(t->r->hb, p, n);
-		relay_qcache_answer(relay_proxy_qcache(t->r->proxy), p, n);
+		relay_heartbeat_probe_answer(srv->hb, p, n);
+		relay_qcache_answer(relay_proxy_qcache(srv->proxy), p, n);
 	} else
-		relay_proxy_deliver(t->r->proxy, sid, p, n);
+		relay_proxy_deliver(srv->proxy, sid, p, n);
+	return true;
 }
 
 static bool udp_fresh(const struct tun_host *h, long long now)
@@ -1108,9 +1118,10 @@ static void udp_send(struct relay_tunnel *t, struct tun_host *h, enum tundgram_t
 		udp_flush(t);
 }
 
-int relay_tunnel_dgram(struct relay_tunnel *t, uint32_t sid, const uint8_t *buf, size_t len)
+int relay_tunnel_dgram(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
+		       const uint8_t *buf, size_t len)
 {
-	struct tun_host *h = t != NULL ? server_host(t) : NULL;
+	struct tun_host *h = t != NULL ? server_host(t, srv) : NULL;
 	uint8_t hdr[TUNMSG_BIN_HDR];
 
 	if (h == NULL) {
@@ -1134,9 +1145,9 @@ int relay_tunnel_dgram(struct relay_tunnel *t, uint32_t sid, const uint8_t *buf,
 	return 0;
 }
 
-bool relay_tunnel_server_up(const struct relay_tunnel *t)
+bool relay_tunnel_server_up(const struct relay_tunnel *t, const struct relay_server *srv)
 {
-	return t != NULL && server_host(t) != NULL;
+	return t != NULL && server_host(t, srv) != NULL;
 }
 
 static void udp_pong(struct relay_tunnel *t, struct tun_host *h, const uint8_t *p, int m)
@@ -1205,8 +1216,7 @@ static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 		h->udp_peer = from;
 		h->udp_rx_ms = ev_now(t->loop);
 		if (hd.type == TUNDGRAM_DATA) {
-			if (h == server_host(t))
-				dgram_in(t, hd.sid, t->plain, (size_t)m);
+			(void)dgram_in(t, h, hd.sid, t->plain, (size_t)m);
 		} else if (hd.type == TUNDGRAM_PING) {
 			uint8_t c[8];
 
@@ -1238,12 +1248,11 @@ static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 	}
 	if (type == TUNMSG_BIN_DGRAM) {
 		/* A game datagram that could not take UDP. */
-		if (server_host(t) != h) {
+		if (!dgram_in(t, h, id, p, n)) {
 			t->st.msgs_bad++;
 			return;
 		}
 		t->st.dgram_ws_in++;
-		dgram_in(t, id, p, n);
 		return;
 	}
 	s = host_stream(h, id);
@@ -1792,12 +1801,10 @@ int relay_tunnel_new(struct relay *r)
 	t->httpd = httpd_new_take(r->loop, fd, &hc, on_http, t);
 	if (t->httpd == NULL)
 		return -errno;
-	if (c->server_tunnel) {
+	if (c->tunnel_udp) {
 		/* The datagram path listens on the tunnel's own address, UDP. */
 		struct addr ua = t->bound;
 
-		if (uuid_bytes(c->server_realm, t->server_realm) < 0)
-			return -EINVAL;
 		t->udp_ids = htab_new(c->tunnel_max_hosts + 1, sizeof(uint64_t),
 				      sizeof(struct tun_host *));
 		if (t->udp_ids == NULL)
@@ -1893,6 +1900,58 @@ static void labelled(struct strbuf *out, const char *name, const char *help, con
 			      (unsigned long long)v[i]);
 }
 
+/* The datagram path to each tunnelled server's agent (labelled by server
+ * when they have names). */
+static void server_path_metrics(const struct relay_tunnel *t, const struct relay_server *const *ts,
+				size_t nt, struct strbuf *out)
+{
+	static const char *const paths[] = {"udp", "tunnel", "down"};
+	static const struct {
+		const char *name, *help;
+	} gauges[] = {
+		{"udp_rtt_us", "Last UDP ping round trip to the --server realm's agent."},
+		{"udp_pings", "UDP pings sent to the --server realm's agent (this tunnel)."},
+		{"udp_pongs", "Of those, answered (loss = 1 - pongs / pings)."},
+	};
+	char lb[RELAY_NAME_MAX + 48], more[32];
+
+	strbuf_printf(out, "# HELP rally_relay_tunnel_server_path How game datagrams reach the "
+			   "--server realm's agent (1 for the path in use).\n"
+			   "# TYPE rally_relay_tunnel_server_path gauge\n");
+	for (size_t k = 0; k < nt; k++) {
+		const struct tun_host *h = server_host(t, ts[k]);
+		const char *path = h == NULL                       ? "down"
+				   : udp_fresh(h, ev_now(t->loop)) ? "udp"
+								   : "tunnel";
+
+		for (size_t p = 0; p < 3; p++) {
+			snprintf(more, sizeof(more), "path=\"%s\"", paths[p]);
+			strbuf_printf(out, "rally_relay_tunnel_server_path%s %d\n",
+				      relay_server_labels(ts[k], more, lb, sizeof(lb)),
+				      strcmp(path, paths[p]) == 0);
+		}
+	}
+	for (size_t g = 0; g < 3; g++) {
+		strbuf_printf(
+			out,
+			"# HELP rally_relay_tunnel_%s %s\n# TYPE rally_relay_tunnel_%s gauge\n",
+			gauges[g].name, gauges[g].help, gauges[g].name);
+		for (size_t k = 0; k < nt; k++) {
+			const struct tun_host *h = server_host(t, ts[k]);
+			unsigned long long v = 0;
+
+			if (h != NULL && g == 0)
+				v = h->udp_rtt_us > 0 ? (unsigned long long)h->udp_rtt_us : 0;
+			else if (h != NULL && g == 1)
+				v = h->udp_pings;
+			else if (h != NULL)
+				v = h->udp_pongs;
+			strbuf_printf(out, "rally_relay_tunnel_%s%s %llu\n", gauges[g].name,
+				      relay_server_labels(ts[k], NULL, lb, sizeof(lb)), v);
+		}
+	}
+}
+
 void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 {
 	const struct tun_stats *s = &t->st;
@@ -1957,28 +2016,16 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out)
 	C("realmlist_rewritten_total", "REALM_LIST answers rewritten to the relay.", rw);
 	C("realmlist_malformed_total", "REALM_LIST answers forwarded untouched.", mal);
 	C("realmlist_desync_total", "Auth streams the framer gave up on.", des);
-	if (t->r->cfg.server_tunnel) {
-		const struct tun_host *h = server_host(t);
-		const char *path = h == NULL                       ? "down"
-				   : udp_fresh(h, ev_now(t->loop)) ? "udp"
-								   : "tunnel";
+	if (t->udp_fd >= 0) {
+		const struct relay_server *ts[RELAY_MAX_SERVERS];
+		size_t nt = 0;
 
-		strbuf_printf(out,
-			      "# HELP rally_relay_tunnel_server_path How game datagrams reach the "
-			      "--server realm's agent (1 for the path in use).\n"
-			      "# TYPE rally_relay_tunnel_server_path gauge\n");
-		strbuf_printf(out, "rally_relay_tunnel_server_path{path=\"udp\"} %d\n",
-			      strcmp(path, "udp") == 0);
-		strbuf_printf(out, "rally_relay_tunnel_server_path{path=\"tunnel\"} %d\n",
-			      strcmp(path, "tunnel") == 0);
-		strbuf_printf(out, "rally_relay_tunnel_server_path{path=\"down\"} %d\n",
-			      strcmp(path, "down") == 0);
-		G("udp_rtt_us", "Last UDP ping round trip to the --server realm's agent.",
-		  h != NULL && h->udp_rtt_us > 0 ? (unsigned long long)h->udp_rtt_us : 0);
-		G("udp_pings", "UDP pings sent to the --server realm's agent (this tunnel).",
-		  h != NULL ? h->udp_pings : 0);
-		G("udp_pongs", "Of those, answered (loss = 1 - pongs / pings).",
-		  h != NULL ? h->udp_pongs : 0);
+		for (size_t i = 0; i < t->r->nservers; i++) {
+			if (t->r->servers[i]->cfg.server_tunnel)
+				ts[nt++] = t->r->servers[i];
+		}
+		if (nt > 0)
+			server_path_metrics(t, ts, nt, out);
 		C("udp_in_total", "Authentic datagrams from agents.", s->udp_in);
 		C("udp_out_total", "Datagrams sent to agents.", s->udp_out);
 		C("udp_bad_total", "Datagrams refused: forged, altered or malformed.", s->udp_bad);

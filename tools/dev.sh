@@ -19,8 +19,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# help2man makes the man pages from each --help at build time; dpkg-dev's
+# dpkg-shlibdeps names the .deb's library dependencies (cpack -G DEB).
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjson-c-dev libsodium-dev
-	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libnatpmp-dev libwslay-dev libpq-dev zlib1g-dev)
+	libssl-dev libcurl4-openssl-dev libminiupnpc-dev libnatpmp-dev libwslay-dev libpq-dev zlib1g-dev
+	libhiredis-dev help2man dpkg-dev)
 run_pkgs=(openarena-server qstat curl python3 iproute2)
 # The network lab (tests/lab): nftables NATs, stund as the STUN server,
 # miniupnpd with its nftables backend as the UPnP router. git lists the
@@ -29,10 +32,14 @@ run_pkgs=(openarena-server qstat curl python3 iproute2)
 # packaged cluster), a coa Host Manager peer on websockets + PyNaCl, and
 # nginx terminating TLS in front of the tunnel (a scratch prefix, never the
 # packaged service); the master's page is tested in headless chromium
-# through selenium; promtool (prometheus) checks tools/monitoring.
+# through selenium; promtool (prometheus) checks tools/monitoring; the masters'
+# shared registry (--redis) is tested against a redis-server the test starts in
+# a scratch directory (never the packaged service); the .deb is checked by
+# lintian, its units by systemd-analyze (systemd, also what the package depends
+# on), its man pages by man-db (install_deb).
 test_pkgs=(openarena-server qstat python3 iproute2 clang-format curl nftables stun-server
 	miniupnpd miniupnpd-nftables git postgresql python3-websockets python3-nacl nginx
-	chromium chromium-driver python3-selenium prometheus)
+	chromium chromium-driver python3-selenium prometheus redis-server lintian man-db systemd)
 
 say() { printf '\n== %s\n' "$*"; }
 die() {

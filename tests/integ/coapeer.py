@@ -243,7 +243,7 @@ class TunnelRelay(Proc):
                 "--tunnel-ports", "%d-%d" % (self.pool_lo, self.pool_hi),
                 "--control", "127.0.0.1:0", "--token-file", self.token_file,
                 "--state-dir", self.state_dir, "--log", "plain"]
-        if "--master" not in args:
+        if "--master" not in args and "--servers" not in args:
             argv.append("--no-heartbeat")
         if debug:
             argv.append("--debug")
@@ -254,9 +254,15 @@ class TunnelRelay(Proc):
             self.ready()
 
     def ready(self, timeout=10):
-        m = self.wait_line(r"^(?:<\d>)?ready (?:listen=(\S+) )?tunnel=(\S+)(?: control=(\S+))?",
+        """.front is the first game port (if any); .fronts maps each
+        server's name ("" for --server) to its first public address."""
+        m = self.wait_line(r"^(?:<\d>)?ready ((?:listen\S*=\S+ )*)tunnel=(\S+)(?: control=(\S+))?",
                            timeout)
-        self.front = parse_addr(m.group(1)) if m.group(1) else None
+        self.fronts = {}
+        for tok in m.group(1).split():
+            k, _, v = tok.partition("=")
+            self.fronts.setdefault(k[7:], parse_addr(v))
+        self.front = next(iter(self.fronts.values()), None)
         self.tunnel = parse_addr(m.group(2))
         self.control = parse_addr(m.group(3)) if m.group(3) else None
         return self

@@ -110,6 +110,41 @@ def first_token(data):
     return parts[0].decode("latin-1") if parts else ""
 
 
+def chromium(env, performance_log=False):
+    """Debian's chromium, headless, driven by python3-selenium through
+    chromium-driver: a fresh profile in the scenario's dir, 1920x1080, the
+    flags that keep it off the network (background networking, component
+    updates, sync), its console log kept (and the performance log, which
+    lists every request, with performance_log). Quit at cleanup."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        raise Failure("python3-selenium is missing: apt-get install python3-selenium "
+                      "chromium chromium-driver (tools/dev.sh installs them)")
+    for p in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        if not os.path.exists(p):
+            raise Failure("%s is missing: apt-get install chromium chromium-driver" % p)
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=env.dir)
+    env.cleanups.append(lambda: shutil.rmtree(profile, ignore_errors=True))
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", "--user-data-dir=" + profile, "--window-size=1920,1080"):
+        opts.add_argument(a)
+    logs = {"browser": "ALL"}
+    if performance_log:
+        logs["performance"] = "ALL"
+    opts.set_capability("goog:loggingPrefs", logs)
+    drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver",
+                                           log_path=os.path.join(env.dir, "chromedriver.log")),
+                           options=opts)
+    env.cleanups.append(drv.quit)
+    drv.set_page_load_timeout(20)
+    return drv
+
+
 class Proc:
     """A child process whose stderr (and stdout) lines are collected."""
 
@@ -208,11 +243,14 @@ def parse_addr(s):
 
 class Relay(Proc):
     def __init__(self, env, server, args=(), state_dir=None, control=True, debug=True,
-                 token=TOKEN, wait_ready=True, name="relay"):
+                 token=TOKEN, wait_ready=True, name="relay", argv_prefix=(),
+                 listen=("127.0.0.1:0",)):
         self.state_dir = state_dir or os.path.join(env.dir, "state")
         self.token = token
-        argv = [RELAY_BIN, "--listen", "127.0.0.1:0",
-                "--server", "%s:%d" % server, "--state-dir", self.state_dir, "--log", "plain"]
+        argv = list(argv_prefix) + [RELAY_BIN]
+        for a in listen:
+            argv += ["--listen", a]
+        argv += ["--server", "%s:%d" % server, "--state-dir", self.state_dir, "--log", "plain"]
         if control:
             self.token_file = os.path.join(env.dir, "token")
             if not os.path.exists(self.token_file):
@@ -230,8 +268,11 @@ class Relay(Proc):
             self.ready()
 
     def ready(self, timeout=10):
-        m = self.wait_line(r"^(?:<\d>)?ready listen=(\S+)(?: control=(\S+))?$", timeout)
-        self.addr = parse_addr(m.group(1))
+        """.addr is the first public address, .addrs all of them (a
+        second --listen gives a second)."""
+        m = self.wait_line(r"^(?:<\d>)?ready ((?:listen=\S+ ?)+)(?: control=(\S+))?$", timeout)
+        self.addrs = [parse_addr(t[7:]) for t in m.group(1).split()]
+        self.addr = self.addrs[0]
         self.control = parse_addr(m.group(2)) if m.group(2) else None
         return self
 
@@ -250,6 +291,64 @@ class Relay(Proc):
 
     def drops(self, reason):
         return self.metrics().get('rally_relay_drops_total{reason="%s"}' % reason, 0)
+
+
+class RelayServers(Relay):
+    """rally-relay with --servers FILE (several named servers); the file's
+    text is written to the test's directory. .addrs maps each server's name
+    to its public addresses (the ready line's listen.NAME=...), .addr is the
+    first server's first."""
+
+    def __init__(self, env, servers_text, args=(), state_dir=None, control=True, debug=True,
+                 token=TOKEN, wait_ready=True, name="relay", path=None, argv_prefix=()):
+        self.state_dir = state_dir or os.path.join(env.dir, "state")
+        self.token = token
+        self.servers_file = path or os.path.join(env.dir, "servers.conf")
+        self.write(servers_text)
+        argv = list(argv_prefix) + [RELAY_BIN, "--servers", self.servers_file, "--state-dir", self.state_dir,
+                "--log", "plain"]
+        if control:
+            self.token_file = os.path.join(env.dir, "token")
+            if not os.path.exists(self.token_file):
+                with open(self.token_file, "w") as f:
+                    f.write(token + "\n")
+            argv += ["--control", "127.0.0.1:0", "--token-file", self.token_file]
+        if debug:
+            argv.append("--debug")
+        argv += list(args)
+        Proc.__init__(self, env, name, argv)
+        self.addr = self.control = None
+        self.addrs = {}
+        if wait_ready:
+            self.ready()
+
+    def write(self, text):
+        tmp = self.servers_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.servers_file)
+
+    def ready(self, timeout=10):
+        m = self.wait_line(r"^(?:<\d>)?ready ?(.*)$", timeout)
+        self.addrs = {}
+        for tok in m.group(1).split():
+            k, _, v = tok.partition("=")
+            if k.startswith("listen."):
+                self.addrs.setdefault(k[7:], []).append(parse_addr(v))
+            elif k == "control":
+                self.control = parse_addr(v)
+        first = next(iter(self.addrs.values()), None)
+        self.addr = first[0] if first else None
+        return self
+
+    def servers(self):
+        st, body, _ = self.api("GET", "/servers")
+        check(st == 200, "GET /servers -> %s %r" % (st, body))
+        return {s["name"]: s for s in body}
+
+    def public(self, name, i=0):
+        """Server name's public address i, as GET /servers says now."""
+        return parse_addr(self.servers()[name]["listen"][i])
 
 
 class Master(Proc):
@@ -1010,3 +1109,113 @@ def mesh_stats(lobby):
         if m:
             return {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
     return None
+
+
+# ---- Redis (master_redis_*.py: the masters' shared registry) ----
+
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+class RedisServer(Proc):
+    """A real redis-server (Debian's) of the test's own: a scratch directory
+    and config, no persistence (a restart starts empty, as a lost server
+    does), on a private loopback address with the fixed port 6379 (Redis
+    has no port 0: on its own address the port cannot collide with another
+    test's, and none is probed). password sets requirepass; users adds ACL
+    lines. restart() runs it again with the same config."""
+
+    def __init__(self, env, password=None, users=(), name="redis"):
+        self.ip = private_loopback()
+        self.port = 6379
+        self.password = password
+        self.dir = os.path.join(env.dir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.conf = os.path.join(self.dir, "redis.conf")
+        lines = ["bind %s" % self.ip, "port %d" % self.port, "dir %s" % self.dir,
+                 'save ""', "appendonly no", "daemonize no", "protected-mode yes",
+                 "databases 4", "enable-debug-command local", "loglevel notice",
+                 'logfile ""', "unixsocket %s/redis.sock" % self.dir, "unixsocketperm 700"]
+        self.sock = "%s/redis.sock" % self.dir
+        if password:
+            lines.append("requirepass %s" % password)
+        lines += list(users)
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.name_ = name
+        self._start(env)
+
+    def _start(self, env):
+        super().__init__(env, self.name_, [REDIS_SERVER, self.conf])
+        self.wait_line(r"Ready to accept connections", 10)
+
+    def restart(self, env):
+        self._start(env)
+        return self
+
+    def url(self):
+        return "%s:%d" % (self.ip, self.port)
+
+    def cmd(self, *args, db=0, timeout=5):
+        """One command on a fresh connection (authenticated as the default
+        user when the server has a password, database db): the decoded
+        reply; a Redis error comes back as a RedisError instance."""
+        with socket.create_connection((self.ip, self.port), timeout=timeout) as s:
+            f = s.makefile("rb")
+            if self.password:
+                s.sendall(resp_encode(["AUTH", self.password]))
+                check(resp_read(f) == "OK", "AUTH refused")
+            if db:
+                s.sendall(resp_encode(["SELECT", db]))
+                check(resp_read(f) == "OK", "SELECT refused")
+            s.sendall(resp_encode(list(args)))
+            return resp_read(f)
+
+
+def redis_pipeline(server, cmds, db=0, timeout=10):
+    """Many commands on one connection to a RedisServer: their replies."""
+    with socket.create_connection((server.ip, server.port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        pre = []
+        if server.password:
+            pre.append(["AUTH", server.password])
+        if db:
+            pre.append(["SELECT", db])
+        s.sendall(b"".join(resp_encode(c) for c in pre + list(cmds)))
+        out = [resp_read(f) for _ in range(len(pre) + len(cmds))]
+        return out[len(pre):]
+
+
+class RedisError(str):
+    pass
+
+
+def resp_encode(args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def resp_read(f):
+    """One RESP2 reply from a file: str for simple strings, bytes for bulk
+    strings, int, list, None, RedisError."""
+    line = f.readline()
+    check(line.endswith(b"\r\n"), "short Redis reply %r" % line)
+    t, rest = line[:1], line[1:-2]
+    if t == b"+":
+        return rest.decode()
+    if t == b"-":
+        return RedisError(rest.decode())
+    if t == b":":
+        return int(rest)
+    if t == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2]
+    if t == b"*":
+        n = int(rest)
+        return None if n < 0 else [resp_read(f) for _ in range(n)]
+    raise Failure("unexpected Redis reply %r" % line)

@@ -18,6 +18,7 @@ import time
 from harness import Lobby, check, run, wait_for
 
 N = 200
+WAVE = 40
 
 
 def cpu_s(pid):
@@ -45,9 +46,21 @@ def scenario(env):
     host = Lobby(env, "host", name="host", args=["--lobby-name", "two hundred"])
     code = host.wait_code()
     t0 = time.monotonic()
-    js = [Lobby(env, "join", code=code, name="p%03d" % i, wait_ready=False) for i in range(N - 1)]
-    for j in js:
-        j.ready(60)
+    # Joiners arrive in waves of 40, each started once the one before is in:
+    # 199 ASan processes started in the same second on two shared cores
+    # starve each other and the host past netpunch's 15 s version check
+    # (seen in CI beside other work), which says nothing of the protocol.
+    # Each wave still lands 40 joins at once on a host whose roster, mesh
+    # and rounds grow with every wave.
+    js = []
+    for w in range(0, N - 1, WAVE):
+        wave = [Lobby(env, "join", code=code, name="p%03d" % i, wait_ready=False)
+                for i in range(w, min(w + WAVE, N - 1))]
+        for j in wave:
+            j.ready(60)
+        for j in wave:
+            j.wait_status("connected", "joined the host", 90)
+        js += wave
     names = ["host"] + ["p%03d" % i for i in range(N - 1)]
     names.sort()
 
@@ -87,10 +100,13 @@ def scenario(env):
     m = host.output()
     check(not [ln for ln in m if "roster-too-big" in ln], "the host could not encode a roster")
 
+    # 200 processes end at once, each with LeakSanitizer's scan of its heap
+    # at exit (the host's is ~400 MB under ASan): a minute, not 20 s, on a
+    # loaded 2-core machine.
     host.command(cmd="quit")
-    check(host.wait_exit(20) == 0, "host exit status")
+    check(host.wait_exit(60) == 0, "host exit status")
     for j in js:
-        check(j.wait_exit(30) == 0, "%s exit status" % j.name)
+        check(j.wait_exit(60) == 0, "%s exit status" % j.name)
         check(j.events("status")[-1].get("detail") == "host closed the lobby",
               "%s's last status %r" % (j.name, j.events("status")[-1]))
 

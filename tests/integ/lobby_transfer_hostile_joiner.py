@@ -115,9 +115,15 @@ def scenario(env):
                {"send_text": big},
                fack(total),
                {"send": {"t": "fdone", "sid": other, "ok": True}},
-               {"send": {"t": "fdone", "sid": sid, "ok": False, "final": False}},
-               *restarts,
-               {"send": {"t": "chat", "text": "mallory is done lying"}})
+               {"send": {"t": "fdone", "sid": sid, "ok": False, "final": False}})
+    # The host believes a claim of every chunk only once it has sent them
+    # all (a claim past what was sent is no receiver of ours): the restarts
+    # start when the last chunk has reached her, or a slow host would
+    # ignore the first claims and count fewer restarts.
+    last = '"seq": %d,' % (total - 1)
+    wait_for(lambda: any(ln.startswith('{"chunk"') and last in ln for ln in mal.output()), 30,
+             "the last chunk of the round to reach mallory")
+    mal.script(*restarts, {"send": {"t": "chat", "text": "mallory is done lying"}})
     # The host relays the chat once it has read everything before it.
     wait_for(lambda: mal.msgs(lambda m: m.get("t") == "chat" and
                               m.get("text") == "mallory is done lying"), 10,

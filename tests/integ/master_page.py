@@ -14,10 +14,9 @@ in the test's log dir, copied to <build>/screenshots/)."""
 import json
 import os
 import shutil
-import tempfile
 import time
 
-from harness import FakeQ3Server, Master, check, http, http_raw, run, wait_for
+from harness import FakeQ3Server, Master, check, chromium, http, http_raw, run, wait_for
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -57,14 +56,10 @@ def http_checks(m):
 
 def scenario(env):
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
         from selenium.webdriver.common.by import By
     except ImportError:
         check(False, "python3-selenium is missing: apt-get install python3-selenium "
               "chromium chromium-driver (tools/dev.sh installs them)")
-    for p in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
-        check(os.path.exists(p), "%s is missing: apt-get install chromium chromium-driver" % p)
 
     m = Master(env)
     announce(m, "evil", HOSTILE, 2, 8)
@@ -87,20 +82,7 @@ def scenario(env):
     check(st in (201, 202), "fugitive PUT -> %s" % st)
     http_checks(m)
 
-    profile = tempfile.mkdtemp(prefix="chromium-", dir=env.dir)
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", "--user-data-dir=" + profile, "--window-size=1920,1080"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver",
-                                           log_path=os.path.join(env.dir, "chromedriver.log")),
-                           options=opts)
-    env.cleanups.append(drv.quit)
-    env.cleanups.append(lambda: shutil.rmtree(profile, ignore_errors=True))
-    drv.set_page_load_timeout(20)
+    drv = chromium(env)
     drv.get(m.url("/"))
     rows = lambda tb: drv.find_elements(By.CSS_SELECTOR, "#%s tr.row" % tb)
     wait_for(lambda: len(rows("lobbies-body")) == 2 and len(rows("q3-body")) == 1 and

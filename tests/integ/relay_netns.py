@@ -83,7 +83,11 @@ def scenario(env):
     full = m['rally_relay_drops_total{reason="queue_full"}']
     st, body = ns_http(near, "http://127.0.0.1:7879/sessions", TOKEN)
     q = int(re.search(r'"queued":(\d+)', body).group(1))
-    check(56 <= q <= 64, "the queue is not (nearly) at its cap of 64: %s %r" % (body, m))
+    # The queue never holds more than its cap; queue_full drops happen only
+    # at the cap (64 packets; the 32 MiB byte cap is out of reach here), so
+    # they prove it was reached. How much of it is left by the time we read
+    # /sessions depends on how long that took: the link drains ~40 a second.
+    check(q <= 64, "the queue is over its cap of 64: %s %r" % (body, m))
     check(full > 0, "no queue_full drops (sent %d)" % sent)
     check(sent + q + full <= n, "accounting: %d + %d + %d > %d" % (sent, q, full, n))
     # The link moves: the queue drains, in order, and the server gets all of it.

@@ -283,8 +283,69 @@ static void test_udp_bind(void)
 	}
 }
 
+/* A dual-stack socket's IPv4 peers are v4-mapped; the relay keeps them as
+ * plain IPv4 and maps them back to send. */
+static void test_v4_mapping(void)
+{
+	struct addr a, m, b;
+	char buf[ADDR_STRLEN];
+	struct addr_ip x, y;
+
+	addr_parse(&a, "192.0.2.7:27960", -1);
+	addr_map_v4(&a, &m);
+	CHECK_EQ_INT(addr_family(&m), AF_INET6);
+	CHECK_EQ_INT(m.len, sizeof(struct sockaddr_in6));
+	CHECK_EQ_STR(addr_str(&m, buf, sizeof(buf)), "[::ffff:192.0.2.7]:27960");
+	addr_to_ip(&a, &x);
+	addr_to_ip(&m, &y);
+	CHECK(memcmp(x.b, y.b, 16) == 0); /* one key for bans and limits */
+	b = m;
+	CHECK(addr_unmap_v4(&b));
+	CHECK_EQ_INT(addr_family(&b), AF_INET);
+	CHECK_EQ_INT(b.len, sizeof(struct sockaddr_in));
+	CHECK(addr_equal(&a, &b));
+	CHECK_EQ_STR(addr_str(&b, buf, sizeof(buf)), "192.0.2.7:27960");
+	/* Neither touches anything else. */
+	CHECK(!addr_unmap_v4(&b));
+	addr_parse(&a, "[2001:db8::1]:5", -1);
+	b = a;
+	CHECK(!addr_unmap_v4(&b));
+	CHECK(addr_equal(&a, &b));
+	addr_map_v4(&a, &m);
+	CHECK(addr_equal(&a, &m));
+	addr_parse(&a, "[::1]:5", -1);
+	CHECK(!addr_unmap_v4(&a));
+}
+
+/* "[::]" with v6only off takes IPv4 too; on, it leaves IPv4 to another
+ * socket on the same port. */
+static void test_udp_bind_dual(void)
+{
+	struct addr a, b;
+	int fd6, fd4;
+
+	addr_parse(&a, "[::1]:0", -1);
+	fd6 = addr_udp_bind_v6only(&a, false);
+	if (fd6 < 0)
+		return; /* no IPv6 on this machine */
+	CHECK(addr_port(&a) != 0);
+	close(fd6);
+	addr_parse(&a, "[::]:0", -1);
+	fd6 = addr_udp_bind_v6only(&a, true);
+	CHECK(fd6 >= 0);
+	addr_parse(&b, "127.0.0.1:0", -1);
+	addr_set_port(&b, addr_port(&a));
+	fd4 = addr_udp_bind(&b);
+	CHECK(fd4 >= 0);
+	if (fd4 >= 0)
+		close(fd4);
+	close(fd6);
+}
+
 int main(void)
 {
+	test_v4_mapping();
+	test_udp_bind_dual();
 	test_parse();
 	test_split();
 	test_ip_key();

@@ -169,6 +169,48 @@ static void test_recency(void)
 	htab_free(t);
 }
 
+/* htab_move_after places an entry anywhere in the order (the master's
+ * remote entries go where their origin's time puts them). */
+static void test_move_after(void)
+{
+	struct htab *t = htab_new(8, 4, sizeof(struct val));
+	uint32_t w1[] = {4, 1, 2, 3}, w2[] = {4, 1, 3, 2}, w3[] = {4, 3, 2, 1}, w4[] = {3, 2, 1, 4},
+		 w5[] = {5};
+	struct val *v;
+
+	for (uint32_t i = 1; i <= 4; i++)
+		ins(t, i, false, NULL);
+	/* To the oldest place. */
+	htab_move_after(t, get(t, 4), NULL);
+	CHECK(order_is(t, w1, 4));
+	CHECK_EQ_INT(key_num(htab_key(t, htab_oldest(t))), 4);
+	CHECK_EQ_INT(key_num(htab_key(t, htab_newest(t))), 3);
+	/* Into the middle, from the newest place. */
+	htab_move_after(t, get(t, 3), get(t, 1));
+	CHECK(order_is(t, w2, 4));
+	CHECK_EQ_INT(key_num(htab_key(t, htab_newest(t))), 2);
+	/* After the newest: becomes the newest. */
+	htab_move_after(t, get(t, 1), get(t, 2));
+	CHECK(order_is(t, w3, 4));
+	CHECK_EQ_INT(key_num(htab_key(t, htab_newest(t))), 1);
+	/* After itself: nothing moves. */
+	htab_move_after(t, get(t, 3), get(t, 3));
+	CHECK(order_is(t, w3, 4));
+	/* The oldest after the newest; the links both ways stay right. */
+	htab_move_after(t, get(t, 4), get(t, 1));
+	CHECK(order_is(t, w4, 4));
+	CHECK(htab_older(t, get(t, 4)) == get(t, 1));
+	CHECK(htab_older(t, get(t, 3)) == NULL);
+	for (uint32_t i = 1; i <= 4; i++)
+		htab_remove(t, get(t, i));
+	/* A single entry to the oldest place. */
+	v = ins(t, 5, false, NULL);
+	htab_move_after(t, v, NULL);
+	CHECK(order_is(t, w5, 1));
+	CHECK(htab_newest(t) == v && htab_oldest(t) == v);
+	htab_free(t);
+}
+
 static void test_evict(void)
 {
 	struct htab *t = htab_new(3, 4, sizeof(struct val));
@@ -474,6 +516,7 @@ int main(void)
 	test_new();
 	test_basic();
 	test_recency();
+	test_move_after();
 	test_evict();
 	test_iterate_remove();
 	test_reuse();

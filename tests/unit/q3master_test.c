@@ -595,21 +595,20 @@ struct dgram {
 	size_t len;
 };
 
-static void on_stop(struct ev_timer *t, void *arg)
-{
-	(void)t;
-	ev_loop_stop(arg);
-}
-
-/* Runs the loop for ms. */
+/*
+ * Runs the loop for ms from now, and at least one turn that reads what is
+ * already waiting: on a loaded machine the test may be descheduled longer
+ * than ms, and a stop timer armed from a stale loop time would then fire
+ * before the datagram just sent was read.
+ */
 static void pump(struct master *m, long long ms)
 {
-	struct ev_timer t;
+	long long end = ev_now_update(m->loop) + ms, left;
 
-	ev_timer_init(&t);
-	ev_timer_start(m->loop, &t, ms, on_stop, m->loop);
-	ev_loop_run(m->loop);
-	ev_timer_stop(m->loop, &t);
+	do {
+		left = end - ev_now_update(m->loop);
+		ev_loop_run_once(m->loop, left > 0 ? (int)left : 0);
+	} while (left > 0);
 }
 
 static int udp_sock(const char *ip, struct addr *a)

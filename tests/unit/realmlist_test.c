@@ -24,18 +24,27 @@
 
 struct bytes {
 	uint8_t *p;
-	size_t len;
+	size_t len, cap;
 };
 
+/* Appends; the buffer grows by doubling (a 64 KB list is built from
+ * thousands of small appends: growing by each would be quadratic). */
 static void bytes_put(struct bytes *b, const void *p, size_t n)
 {
-	uint8_t *q = realloc(b->p, b->len + n + 1);
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap > 0 ? b->cap : 64;
+		uint8_t *q;
 
-	if (q == NULL) {
-		CHECK(q != NULL);
-		return;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		q = realloc(b->p, cap);
+		if (q == NULL) {
+			CHECK(q != NULL);
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
 	}
-	b->p = q;
 	if (n > 0)
 		memcpy(b->p + b->len, p, n);
 	b->len += n;
@@ -66,13 +75,13 @@ static void bytes_free(struct bytes *b)
 {
 	free(b->p);
 	b->p = NULL;
-	b->len = 0;
+	b->len = b->cap = 0;
 }
 
 /* A vector message: hex rows, each up to '#', spaces ignored. */
 static struct bytes rows(struct json_object *arr)
 {
-	struct bytes b = {NULL, 0};
+	struct bytes b = {NULL, 0, 0};
 
 	CHECK(vec_len(arr) > 0);
 	for (size_t i = 0; i < vec_len(arr); i++) {
@@ -217,7 +226,7 @@ static int errno_of(const char *name)
 static void vector_stream(const char *mode, const struct bytes *msg, const struct bytes *expect)
 {
 	struct realmlist_stats st;
-	struct bytes none = {NULL, 0};
+	struct bytes none = {NULL, 0, 0};
 	size_t *cuts = malloc(msg->len * sizeof(*cuts));
 
 	CHECK(mode != NULL && cuts != NULL);
@@ -282,7 +291,7 @@ static void test_vectors(struct json_object *root)
 	CHECK_EQ_INT(vec_len(v), 16);
 	for (size_t i = 0; i < vec_len(v); i++) {
 		struct json_object *c = vec_at(v, i);
-		struct bytes msg = rows(vec_get(c, "msg")), expect = {NULL, 0};
+		struct bytes msg = rows(vec_get(c, "msg")), expect = {NULL, 0, 0};
 		size_t cap = msg.len + REALMLIST_ADDR_MAX;
 		uint8_t *out = malloc(cap), *again = malloc(cap + REALMLIST_ADDR_MAX);
 		int ret;
@@ -385,7 +394,7 @@ static void test_conversations(struct json_object *root)
 	struct bytes l2 = vector_msg(root, 1, "msg"), l2x = vector_msg(root, 1, "expect");
 
 	for (size_t i = 0; i < sizeof(flag_sets); i++) {
-		struct bytes in = {NULL, 0}, want = {NULL, 0};
+		struct bytes in = {NULL, 0, 0}, want = {NULL, 0, 0};
 
 		put_challenge(&in, flag_sets[i]);
 		put_challenge(&want, flag_sets[i]);
@@ -408,7 +417,7 @@ static void test_conversations(struct json_object *root)
 
 	/* Without the XFER the stream stays framed to its end. */
 	{
-		struct bytes in = {NULL, 0}, want = {NULL, 0};
+		struct bytes in = {NULL, 0, 0}, want = {NULL, 0, 0};
 
 		put_challenge(&in, 0);
 		put_challenge(&want, 0);
@@ -424,7 +433,7 @@ static void test_conversations(struct json_object *root)
 	/* The reconnect pair: challenge (cmd, 0, 16 random, 16 more), proof
 	 * (cmd, 0, u16), then the realm list. */
 	{
-		struct bytes in = {NULL, 0}, want = {NULL, 0};
+		struct bytes in = {NULL, 0, 0}, want = {NULL, 0, 0};
 
 		bytes_hex(&in, "0200");
 		bytes_run(&in, 0x40, 16);
@@ -468,7 +477,7 @@ static void test_failures(struct json_object *root)
 	};
 
 	for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
-		struct bytes in = {NULL, 0};
+		struct bytes in = {NULL, 0, 0};
 
 		bytes_hex(&in, answers[i]);
 		check_failure(&in);
@@ -480,7 +489,7 @@ static void test_failures(struct json_object *root)
 	}
 	/* TrinityCore 2017's failed challenge carries the whole body. */
 	{
-		struct bytes in = {NULL, 0};
+		struct bytes in = {NULL, 0, 0};
 
 		put_challenge(&in, 0);
 		in.p[2] = 0x09; /* WOW_FAIL_VERSION_INVALID */
@@ -489,7 +498,7 @@ static void test_failures(struct json_object *root)
 	}
 	/* A failed proof after a good challenge ends framing as well. */
 	{
-		struct bytes in = {NULL, 0};
+		struct bytes in = {NULL, 0, 0};
 
 		put_challenge(&in, 0x04);
 		bytes_hex(&in, "01040000");
@@ -512,7 +521,7 @@ static void test_desync(struct json_object *root)
 	};
 
 	for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
-		struct bytes in = {NULL, 0};
+		struct bytes in = {NULL, 0, 0};
 
 		put_challenge(&in, 0);
 		bytes_hex(&in, starts[i]);
@@ -522,7 +531,7 @@ static void test_desync(struct json_object *root)
 	}
 	/* Unknown security flag bits: the challenge's length is unknown. */
 	for (unsigned bit = 3; bit < 8; bit++) {
-		struct bytes in = {NULL, 0};
+		struct bytes in = {NULL, 0, 0};
 
 		put_challenge(&in, (uint8_t)(1U << bit));
 		put_proof(&in);
@@ -555,7 +564,7 @@ static void test_malformed_between(struct json_object *root)
 {
 	struct bytes bad = vector_msg(root, 5, "msg"), nofoot = vector_msg(root, 8, "msg");
 	struct bytes l1 = vector_msg(root, 0, "msg"), l1x = vector_msg(root, 0, "expect");
-	struct bytes in = {NULL, 0}, want = {NULL, 0};
+	struct bytes in = {NULL, 0, 0}, want = {NULL, 0, 0};
 
 	put_challenge(&in, 0);
 	put_proof(&in);
@@ -584,7 +593,7 @@ static void test_malformed_between(struct json_object *root)
  */
 static struct bytes big_list(size_t name_len)
 {
-	struct bytes b = {NULL, 0};
+	struct bytes b = {NULL, 0, 0};
 	size_t body = 34 + name_len;
 	uint8_t hdr[3] = {0x10, (uint8_t)body, (uint8_t)(body >> 8)};
 
@@ -629,7 +638,7 @@ static void test_body_limits(void)
 	 * then forwarded untouched and counted. */
 	{
 		struct realmlist *rl = realmlist_new(addr255);
-		struct bytes proof = {NULL, 0};
+		struct bytes proof = {NULL, 0, 0};
 		struct strbuf o;
 		size_t at = 0;
 		bool ok = true;
@@ -666,7 +675,7 @@ static void test_body_limits(void)
 	CHECK(ret > 0 && memcmp(out + ret - 7 - 2 - 256, addr255, 255) == 0 &&
 	      out[ret - 7 - 2 - 1] == 0);
 	{
-		struct bytes want = {NULL, 0};
+		struct bytes want = {NULL, 0, 0};
 		struct realmlist *rl = realmlist_new(addr255);
 		struct strbuf o;
 
@@ -703,7 +712,7 @@ static void test_body_limits(void)
 
 static void test_pending_flush(struct json_object *root)
 {
-	struct bytes l1 = vector_msg(root, 0, "msg"), in = {NULL, 0};
+	struct bytes l1 = vector_msg(root, 0, "msg"), in = {NULL, 0, 0};
 	struct realmlist *rl = realmlist_new(NEW_ADDR);
 	struct strbuf out;
 
@@ -742,7 +751,7 @@ static void test_pending_flush(struct json_object *root)
 
 static void test_nomem(struct json_object *root)
 {
-	struct bytes l1 = vector_msg(root, 0, "msg"), in = {NULL, 0};
+	struct bytes l1 = vector_msg(root, 0, "msg"), in = {NULL, 0, 0};
 	struct realmlist *rl = realmlist_new(NEW_ADDR);
 	struct strbuf out;
 
