@@ -60,6 +60,13 @@ static const char usage[] =
 	"    --heartbeat-tag TAG       default EnemyTerritory-1 (QuakeArena-1 for Q3/OA)\n"
 	"    --flatline-tag TAG        default ETFlatline-1\n"
 	"    --heartbeat-interval S    seconds between heartbeats (default 300)\n"
+	"    --listing-interval S      ask each master for its list this often and\n"
+	"                              check the server is in it (default 300,\n"
+	"                              0 = off); see /healthz\n"
+	"    --public-address ADDR     IP or IP:PORT, the front address the masters\n"
+	"                              see (behind a NAT); without it the listing\n"
+	"                              check matches the bind address, or this\n"
+	"                              host's addresses, or the port alone (weak)\n"
 	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
 	"                              sources together (default 100, 0 = no cap);\n"
 	"                              the masters are exempt\n"
@@ -129,6 +136,9 @@ static const char usage_tunnel[] =
 	"\n"
 	"Tuning (for tests; the defaults are the design's values):\n"
 	"    --session-timeout S       idle session lifetime (default 120)\n"
+	"    --listing-delay MS        first listing check after the first heartbeat\n"
+	"                              (default 10000)\n"
+	"    --listing-timeout MS      wait for a master's whole list (default 3000)\n"
 	"    --unconfirmed-timeout S   idle lifetime of sessions the client never\n"
 	"                              confirmed by speaking after the server's answer\n"
 	"                              (default 10); when the table is full the oldest\n"
@@ -145,7 +155,8 @@ static const char usage_tunnel[] =
 
 static const char usage_api[] =
 	"Control API (--control):\n"
-	"    GET /healthz              liveness, the one call without the token\n"
+	"    GET /healthz              liveness and which masters list the servers,\n"
+	"                              the one call without the token\n"
 	"    GET /status               version, addresses, limits, heartbeats\n"
 	"    GET /sessions             the live sessions (?server=NAME: one server's)\n"
 	"    GET /bans                 the bans of every server\n"
@@ -272,6 +283,10 @@ static const char *const server_keys[] = {
 	"probe-timeout",
 	"max-sessions",
 	"unconfirmed-timeout",
+	"listing-interval",
+	"public-address",
+	"listing-delay",
+	"listing-timeout",
 	"query-cache",
 	"query-cache-refresh",
 	"query-cache-max-age",
@@ -301,27 +316,31 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("flatline-tag", set_srvflag, &sf[4]),
 		DAEMON_FN("heartbeat-interval", set_srvflag, &sf[5]),
 		DAEMON_FN("query-budget", set_srvflag, &sf[6]),
+		DAEMON_FN("listing-interval", set_srvflag, &sf[11]),
+		DAEMON_FN("public-address", set_srvflag, &sf[12]),
 		/* tuning (tests) */
 		DAEMON_FN("session-timeout", set_srvflag, &sf[7]),
 		DAEMON_FN("probe-timeout", set_srvflag, &sf[8]),
 		DAEMON_FN("max-sessions", set_srvflag, &sf[9]),
 		DAEMON_FN("unconfirmed-timeout", set_srvflag, &sf[10]),
+		DAEMON_FN("listing-delay", set_srvflag, &sf[13]),
+		DAEMON_FN("listing-timeout", set_srvflag, &sf[14]),
 		/* the query cache, budgets, attack mode */
-		DAEMON_FN("query-cache", set_srvflag, &sf[11]),
-		DAEMON_FN("query-cache-refresh", set_srvflag, &sf[12]),
-		DAEMON_FN("query-cache-max-age", set_srvflag, &sf[13]),
-		DAEMON_FN("engine-query-limit", set_srvflag, &sf[14]),
-		DAEMON_FN("engine-query-reserve", set_srvflag, &sf[15]),
-		DAEMON_FN("reply-budget", set_srvflag, &sf[16]),
-		DAEMON_FN("reply-base", set_srvflag, &sf[17]),
-		DAEMON_FN("source-budget", set_srvflag, &sf[18]),
-		DAEMON_FN("source-prefix", set_srvflag, &sf[19]),
-		DAEMON_FN("known-budget", set_srvflag, &sf[20]),
-		DAEMON_FN("reply-sources", set_srvflag, &sf[21]),
-		DAEMON_FN("attack-threshold", set_srvflag, &sf[22]),
-		DAEMON_FN("attack-hold", set_srvflag, &sf[23]),
-		DAEMON_FN("known-hours", set_srvflag, &sf[24]),
-		DAEMON_FN("known-max", set_srvflag, &sf[25]),
+		DAEMON_FN("query-cache", set_srvflag, &sf[15]),
+		DAEMON_FN("query-cache-refresh", set_srvflag, &sf[16]),
+		DAEMON_FN("query-cache-max-age", set_srvflag, &sf[17]),
+		DAEMON_FN("engine-query-limit", set_srvflag, &sf[18]),
+		DAEMON_FN("engine-query-reserve", set_srvflag, &sf[19]),
+		DAEMON_FN("reply-budget", set_srvflag, &sf[20]),
+		DAEMON_FN("reply-base", set_srvflag, &sf[21]),
+		DAEMON_FN("source-budget", set_srvflag, &sf[22]),
+		DAEMON_FN("source-prefix", set_srvflag, &sf[23]),
+		DAEMON_FN("known-budget", set_srvflag, &sf[24]),
+		DAEMON_FN("reply-sources", set_srvflag, &sf[25]),
+		DAEMON_FN("attack-threshold", set_srvflag, &sf[26]),
+		DAEMON_FN("attack-hold", set_srvflag, &sf[27]),
+		DAEMON_FN("known-hours", set_srvflag, &sf[28]),
+		DAEMON_FN("known-max", set_srvflag, &sf[29]),
 		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[NSERVER_KEYS]),
 		DAEMON_STR_SET("servers", c->servers_file),
 		DAEMON_ADDR("control", &c->control),

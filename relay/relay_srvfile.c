@@ -26,6 +26,7 @@ enum key_kind {
 	K_ONOFF,  /* query-cache */
 	K_ENGINE, /* engine-query-limit BURST/PERIOD_MS or off */
 	K_PREFIX, /* source-prefix V4/V6 */
+	K_PUBLIC,
 };
 
 struct key {
@@ -51,6 +52,10 @@ static const struct key keys[] = {
 	{"probe-timeout", K_MS, OFF(probe_timeout_ms), 10, 60000, 1},
 	{"max-sessions", K_UINT, OFF(max_sessions), 1, 65536, 1},
 	{"unconfirmed-timeout", K_MS, OFF(unconfirmed_timeout_ms), 1, 86400, 1000},
+	{"listing-interval", K_MS, OFF(listing_interval_ms), 0, 86400, 1000},
+	{"listing-delay", K_MS, OFF(listing_delay_ms), 0, 3600000, 1},
+	{"listing-timeout", K_MS, OFF(listing_timeout_ms), 10, 60000, 1},
+	{"public-address", K_PUBLIC, 0, 0, 0, 0},
 	/* the query cache, reply budgets, attack mode (relay_qcache.h) */
 	{"query-cache", K_ONOFF, OFF(qcache.on), 0, 0, 0},
 	{"query-cache-refresh", K_MS, OFF(qcache.refresh_ms), 50, 600000, 1},
@@ -102,6 +107,9 @@ void relay_server_cfg_defaults(struct relay_server_cfg *c)
 	c->max_sessions = RELAY_MAX_SESSIONS;
 	c->query_budget = RELAY_QUERY_BUDGET;
 	relay_qcache_defaults(&c->qcache);
+	c->listing_interval_ms = RELAY_LISTING_INTERVAL_S * 1000LL;
+	c->listing_delay_ms = RELAY_LISTING_DELAY_MS;
+	c->listing_timeout_ms = RELAY_LISTING_TIMEOUT_MS;
 }
 
 bool relay_server_name_ok(const char *s, size_t len)
@@ -232,6 +240,39 @@ static int set_onoff(bool *dst, const char *v, char *err, size_t size)
 	return 0;
 }
 
+/* The address masters see for the front (a NAT's): IP or IP:PORT, not a
+ * wildcard, one per family. */
+static int set_public(struct relay_server_cfg *c, const char *v, char *err, size_t size)
+{
+	static const uint8_t zero[16];
+	struct addr a;
+	struct addr_ip ip;
+	bool v4;
+
+	if (addr_parse(&a, v, 0) < 0) {
+		fail(err, size, "expected IP or IP:PORT");
+		return -EINVAL;
+	}
+	v4 = addr_family(&a) == AF_INET;
+	addr_to_ip(&a, &ip);
+	if (memcmp(ip.b + (v4 ? 12 : 0), zero, v4 ? 4 : 16) == 0) {
+		fail(err, size, "the address masters see, not a wildcard");
+		return -EINVAL;
+	}
+	if (!c->public_here) {
+		c->npublic = 0;
+		c->public_here = true;
+	}
+	for (size_t i = 0; i < c->npublic; i++) {
+		if (addr_family(&c->public_addr[i]) == addr_family(&a)) {
+			fail(err, size, "one address per family");
+			return -EINVAL;
+		}
+	}
+	c->public_addr[c->npublic++] = a;
+	return 0;
+}
+
 int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char *val, char *err,
 			 size_t err_size)
 {
@@ -270,6 +311,8 @@ int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char
 	}
 	case K_SERVER:
 		return set_server(c, val, err, err_size);
+	case K_PUBLIC:
+		return set_public(c, val, err, err_size);
 	case K_MASTER: {
 		struct relay_master m;
 
@@ -421,8 +464,15 @@ bool relay_server_cfg_equal(const struct relay_server_cfg *a, const struct relay
 	    a->probe_timeout_ms != b->probe_timeout_ms ||
 	    a->unconfirmed_timeout_ms != b->unconfirmed_timeout_ms ||
 	    a->max_sessions != b->max_sessions || a->query_budget != b->query_budget ||
+	    a->listing_interval_ms != b->listing_interval_ms ||
+	    a->listing_delay_ms != b->listing_delay_ms ||
+	    a->listing_timeout_ms != b->listing_timeout_ms || a->npublic != b->npublic ||
 	    !qcache_cfg_equal(&a->qcache, &b->qcache))
 		return false;
+	for (size_t i = 0; i < a->npublic; i++) {
+		if (!addr_equal(&a->public_addr[i], &b->public_addr[i]))
+			return false;
+	}
 	for (size_t i = 0; i < a->nlisten; i++) {
 		if (!addr_equal(&a->listen[i], &b->listen[i]))
 			return false;
@@ -595,7 +645,7 @@ static int section(struct parse *p, int line, char *s, size_t len)
 			return perr(p, line, "more than %zu servers", p->max);
 		c = &p->out[p->n];
 		*c = p->defaults;
-		c->listen_here = c->masters_here = c->nohb_here = false;
+		c->listen_here = c->masters_here = c->nohb_here = c->public_here = false;
 		c->nlisten = 0;
 		memcpy(c->name, name, nlen + 1);
 		p->header[p->n++] = line;
@@ -795,6 +845,18 @@ void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct str
 			      c->heartbeat_tag, c->flatline_tag, c->heartbeat_interval_ms / 1000,
 			      c->query_budget, c->session_timeout_ms / 1000, c->probe_timeout_ms,
 			      c->max_sessions, c->unconfirmed_timeout_ms / 1000);
+		strbuf_printf(
+			out, "listing-interval=%lld\nlisting-delay=%lld\nlisting-timeout=%lld\n",
+			c->listing_interval_ms / 1000, c->listing_delay_ms, c->listing_timeout_ms);
+		for (size_t k = 0; k < c->npublic; k++) {
+			/* addr_str writes port 0 too; a bare IP reads back as it. */
+			if (addr_port(&c->public_addr[k]) == 0)
+				strbuf_printf(out, "public-address=%s\n",
+					      addr_ip_str(&c->public_addr[k], a, sizeof(a)));
+			else
+				strbuf_printf(out, "public-address=%s\n",
+					      addr_str(&c->public_addr[k], a, sizeof(a)));
+		}
 		qcache_cfg_format(&c->qcache, out);
 	}
 }

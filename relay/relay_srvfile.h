@@ -21,8 +21,9 @@
  *
  * The keys are the long flags of one server: listen, server, master,
  * no-heartbeat (yes/no), heartbeat-tag, flatline-tag, heartbeat-interval,
- * query-budget, session-timeout, probe-timeout, max-sessions,
- * unconfirmed-timeout, and the query cache's (query-cache,
+ * query-budget, listing-interval, public-address, session-timeout,
+ * probe-timeout, max-sessions, unconfirmed-timeout, listing-delay,
+ * listing-timeout, and the query cache's (query-cache,
  * query-cache-refresh, query-cache-max-age, engine-query-limit,
  * engine-query-reserve, reply-budget, reply-base, source-budget,
  * source-prefix, known-budget, reply-sources, attack-threshold,
@@ -93,12 +94,18 @@ struct relay_server_cfg {
 	long long unconfirmed_timeout_ms;
 	unsigned max_sessions;
 	unsigned query_budget; /* per second, all sources; 0 = off */
+	/* The listing check (relay_listing.c): interval 0 = off. */
+	long long listing_interval_ms, listing_delay_ms, listing_timeout_ms;
+	/* public-address: the front address the masters see, at most one
+	 * per family (port 0: the front port of that family). */
+	struct addr public_addr[RELAY_MAX_LISTEN];
+	size_t npublic;
 	/* The query cache, reply budgets, attack mode, known players. */
 	struct relay_qcache_cfg qcache;
 	/* Parsing state: whether this section (or the command line) gave a
 	 * listen / master / no-heartbeat line yet; the first listen or master
 	 * line replaces the inherited list. */
-	bool listen_here, masters_here, nohb_here;
+	bool listen_here, masters_here, nohb_here, public_here;
 };
 
 /* The seed's values for one server (listen 0.0.0.0:27960, etrelay's tags,

@@ -447,6 +447,13 @@
     $('drops-window').textContent = windowText();
   }
 
+  /* The listing check's row for a master (GET /status "listing"). */
+  /* A master's rows of the listing check, one per address family. */
+  function listingOf(name) {
+    const ms = status && status.listing && Array.isArray(status.listing.masters) ? status.listing.masters : [];
+    return ms.filter((x) => x && typeof x === 'object' && str(x.master) === name);
+  }
+
   function drawMasters() {
     const list = status && status.heartbeat && Array.isArray(status.heartbeat.masters) ? status.heartbeat.masters : [];
     const now = serverNow();
@@ -468,6 +475,18 @@
       cell(tr, 'Flatlines', num(m.flatlines), 'num');
       cell(tr, 'Errors', num(m.resolve_errors) + num(m.send_errors), 'num');
       cell(tr, "Master's queries", num(m.queries), 'num queries');
+      const rows = listingOf(name);
+      let lcls = 'listed';
+      const parts = rows.map((l) => {
+        const fam = rows.length > 1 ? str(l.family) + ' ' : '';
+        if (l.listed === true) return fam + 'yes' + (l.weak ? ' (port only)' : '') + ' · ' + dur(now - num(l.since));
+        if (l.listed === false) {
+          lcls = 'listed bad';
+          return fam + 'no · ' + str(l.outcome) + ' · ' + dur(now - num(l.since));
+        }
+        return fam + 'not checked yet';
+      });
+      cell(tr, 'Listed', parts.length ? parts.join(' / ') : 'not checked yet', lcls);
       cell(tr, 'In window', sumIncrements(ks), 'num window');
       cell(tr, 'History', spark(countPoints(ks), true, 'heartbeats to ' + name), 'chart');
       frag.appendChild(tr);
