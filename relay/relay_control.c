@@ -212,6 +212,27 @@ static struct json_object *status_master(const struct relay_server *srv, size_t 
 	return o;
 }
 
+/* The query cache's state (relay_qcache.c); null when it has none. */
+static struct json_object *qcache_json(const struct relay_server *srv)
+{
+	struct relay_qcache_state st;
+	struct json_object *o, *age;
+
+	if (!relay_qcache_state(relay_proxy_qcache(srv->proxy), &st))
+		return NULL;
+	o = json_object_new_object();
+	age = json_object_new_object();
+	json_object_object_add(o, "on", json_object_new_boolean(st.on));
+	json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
+	json_object_object_add(o, "attack_mode", json_object_new_boolean(st.attack));
+	json_object_object_add(o, "unverified_pps", json_object_new_uint64(st.unverified_pps));
+	json_object_object_add(o, "known_players", json_object_new_uint64(st.known));
+	json_object_object_add(age, "getinfo", json_object_new_int64(st.age_ms[0]));
+	json_object_object_add(age, "getstatus", json_object_new_int64(st.age_ms[1]));
+	json_object_object_add(o, "age_ms", age);
+	return o;
+}
+
 /*
  * What the admin page shows above its tables: which relay this is, since
  * when, in front of what (the first server: the classic one, or the first
@@ -259,6 +280,7 @@ static void get_status(struct relay_control *c, struct httpd_req *req)
 			       json_object_new_uint64(banlist_count(relay_bans_list(r->bans))));
 	json_object_object_add(o, "max_bans", json_object_new_int(RELAY_MAX_BANS));
 	json_object_object_add(o, "tunnel", json_object_new_boolean(r->tunnel != NULL));
+	json_object_object_add(o, "query_cache", srv != NULL ? qcache_json(srv) : NULL);
 	names = json_object_new_array();
 	for (size_t i = 0; i < r->nservers; i++)
 		json_object_array_add(names, json_object_new_string(r->servers[i]->cfg.name));
@@ -490,6 +512,7 @@ static struct json_object *server_json(const struct relay_control *c,
 	json_object_object_add(o, "heartbeat_tag", json_object_new_string(srv->cfg.heartbeat_tag));
 	json_object_object_add(o, "heartbeats", masters_json(srv, now));
 	json_object_object_add(o, "listing", listing_json(srv));
+	json_object_object_add(o, "query_cache", qcache_json(srv));
 	return o;
 }
 
@@ -777,6 +800,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	}
 	if (r->tunnel != NULL)
 		relay_tunnel_metrics(r->tunnel, &b);
+	relay_qcache_metrics(r, &b);
 	if (b.bad)
 		httpd_reply_error(req, 500, "metrics too large");
 	else
