@@ -61,6 +61,10 @@ static const char usage[] =
 	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
 	"                              sources together (default 100, 0 = no cap);\n"
 	"                              the masters are exempt\n"
+	"    --transparent             the server sees each player's own address (the\n"
+	"                              sessions' sockets take it: CAP_NET_ADMIN and\n"
+	"                              tools/relay-transparent-setup; the server on\n"
+	"                              this host); refused at start if either is missing\n"
 	"    --servers FILE            several servers instead: [server NAME] sections\n"
 	"                              of these flags as key = value (docs/relay.md);\n"
 	"                              excludes the flags above and the tuning ones\n"
@@ -239,6 +243,7 @@ static const char *const server_keys[] = {
 	"probe-timeout",
 	"max-sessions",
 	"unconfirmed-timeout",
+	"transparent",
 };
 #define NSERVER_KEYS (sizeof(server_keys) / sizeof(server_keys[0]))
 
@@ -258,7 +263,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("probe-timeout", set_srvflag, &sf[8]),
 		DAEMON_FN("max-sessions", set_srvflag, &sf[9]),
 		DAEMON_FN("unconfirmed-timeout", set_srvflag, &sf[10]),
-		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[11]),
+		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[12]),
+		DAEMON_FN0("transparent", set_srvflag, &sf[11]),
 		DAEMON_STR_SET("servers", c->servers_file),
 		DAEMON_ADDR("control", &c->control),
 		DAEMON_STR_SET("token-file", c->token_file),

@@ -209,8 +209,9 @@ long long relay_proxy_kernel_drops(const struct relay_proxy *p);
 struct relay_session_info {
 	struct addr client;
 	uint16_t upstream_port;
-	bool tunnelled; /* through the tunnel: no upstream socket here */
-	bool confirmed; /* the client spoke again after the server's answer */
+	bool tunnelled;   /* through the tunnel: no upstream socket here */
+	bool transparent; /* its upstream socket carries the client's address */
+	bool confirmed;   /* the client spoke again after the server's answer */
 	long long age_ms, idle_ms;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	unsigned queued;

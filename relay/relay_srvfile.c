@@ -15,7 +15,7 @@
 #include "relay_srvfile.h"
 #include "strbuf.h"
 
-enum key_kind { K_LISTEN, K_SERVER, K_MASTER, K_NOHB, K_TAG, K_MS, K_UINT };
+enum key_kind { K_LISTEN, K_SERVER, K_MASTER, K_NOHB, K_TAG, K_MS, K_UINT, K_BOOL };
 
 struct key {
 	const char *name;
@@ -40,6 +40,7 @@ static const struct key keys[] = {
 	{"probe-timeout", K_MS, OFF(probe_timeout_ms), 10, 60000, 1},
 	{"max-sessions", K_UINT, OFF(max_sessions), 1, 65536, 1},
 	{"unconfirmed-timeout", K_MS, OFF(unconfirmed_timeout_ms), 1, 86400, 1000},
+	{"transparent", K_BOOL, OFF(transparent), 0, 0, 0},
 };
 
 /* Flags of the whole process: named in a file, they get a pointed answer. */
@@ -241,6 +242,8 @@ int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char
 		return r;
 	case K_TAG:
 		return set_tag((char *)c + k->off, val, err, err_size);
+	case K_BOOL:
+		return set_bool((bool *)(void *)((char *)c + k->off), val, err, err_size);
 	case K_MS:
 	case K_UINT:
 		r = num_parse_str(val, k->min, k->max, 0, &v);
@@ -266,6 +269,12 @@ int relay_server_cfg_finish(struct relay_server_cfg *c, char *err, size_t err_si
 
 	if (!c->server_set) {
 		fail(err, err_size, "no server (HOST:PORT or tunnel:REALM_UUID)");
+		return -EINVAL;
+	}
+	if (c->transparent && c->server_tunnel) {
+		fail(err, err_size,
+		     "transparent: a server behind the tunnel takes it at home (rally-relay "
+		     "agent --transparent)");
 		return -EINVAL;
 	}
 	if (c->masters_here && c->nohb_here && c->no_heartbeat) {
@@ -315,7 +324,8 @@ bool relay_server_cfg_equal(const struct relay_server_cfg *a, const struct relay
 	    a->session_timeout_ms != b->session_timeout_ms ||
 	    a->probe_timeout_ms != b->probe_timeout_ms ||
 	    a->unconfirmed_timeout_ms != b->unconfirmed_timeout_ms ||
-	    a->max_sessions != b->max_sessions || a->query_budget != b->query_budget)
+	    a->max_sessions != b->max_sessions || a->query_budget != b->query_budget ||
+	    a->transparent != b->transparent)
 		return false;
 	for (size_t i = 0; i < a->nlisten; i++) {
 		if (!addr_equal(&a->listen[i], &b->listen[i]))
@@ -668,5 +678,7 @@ void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct str
 			      c->heartbeat_tag, c->flatline_tag, c->heartbeat_interval_ms / 1000,
 			      c->query_budget, c->session_timeout_ms / 1000, c->probe_timeout_ms,
 			      c->max_sessions, c->unconfirmed_timeout_ms / 1000);
+		if (c->transparent)
+			strbuf_printf(out, "transparent=yes\n");
 	}
 }

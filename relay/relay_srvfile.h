@@ -22,7 +22,7 @@
  * The keys are the long flags of one server: listen, server, master,
  * no-heartbeat (yes/no), heartbeat-tag, flatline-tag, heartbeat-interval,
  * query-budget, session-timeout, probe-timeout, max-sessions,
- * unconfirmed-timeout; the same words, ranges and units as on the command
+ * unconfirmed-timeout, transparent (yes/no); the same words, ranges and units as on the command
  * line, where main.c sets the one unnamed server through the same
  * relay_server_cfg_set. A '#' or ';' starts a comment at the start of a
  * line, a '#' after white space one at its end.
@@ -88,6 +88,9 @@ struct relay_server_cfg {
 	long long unconfirmed_timeout_ms;
 	unsigned max_sessions;
 	unsigned query_budget; /* per second, all sources; 0 = off */
+	/* Upstream sockets bound to the players' addresses
+	 * (relay_transparent.h). */
+	bool transparent;
 	/* Parsing state: whether this section (or the command line) gave a
 	 * listen / master / no-heartbeat line yet; the first listen or master
 	 * line replaces the inherited list. */
