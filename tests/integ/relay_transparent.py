@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Transparent mode in namespaces of the test's own: the game server sees
+each player's own address.
+
+A server namespace runs a real OpenArena server on 127.0.0.1 and
+rally-relay --transparent in front of it; two client namespaces
+(10.77.1.2, 10.77.2.2) each connect a scripted Quake 3 client (q3client.py:
+getchallenge, challengeResponse, the Huffman-coded connect, connectResponse)
+through the relay. Checked:
+- without the policy routing, the relay refuses to start and says what is
+  missing (routing); without CAP_NET_ADMIN/CAP_NET_RAW, the capability;
+- with tools/relay-transparent-setup up, the server's own `status` (rcon,
+  from inside the server namespace, straight to the server) lists both
+  players at their own addresses, /sessions marks them transparent with
+  the players' own ports, /metrics counts them;
+- one player (one address and port) reaching two servers of one relay: the
+  second session keeps the address and takes another port
+  (port_taken), and both servers see 10.77.1.2;
+- the fallback (no --transparent): the server sees 127.0.0.1, and
+  /sessions and the relay's session-player log line map the upstream port
+  back to the player's address;
+- relay-transparent-setup down removes everything (check fails again)."""
+
+import json
+import os
+import re
+import signal
+import time
+
+from harness import (OA_SERVER, RELAY_BIN, TOKEN, Netns, Proc, check, ns_http, parse_addr,
+                     parse_metrics, run, udp_socket_ports, veth, wait_for)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SETUP = os.path.join(HERE, "..", "..", "tools", "relay-transparent-setup")
+CLIENT = os.path.join(HERE, "q3client.py")
+RCON = "tp-rcon"
+
+
+def oa_server(env, ns, name):
+    home = os.path.join(env.dir, name)
+    os.makedirs(home)
+    argv = [OA_SERVER, "+set", "fs_homepath", home, "+set", "dedicated", "1",
+            "+set", "net_enabled", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port", "0"]
+    for i in range(1, 6):
+        argv += ["+set", "sv_master%d" % i, ""]
+    argv += ["+set", "sv_hostname", name, "+set", "rconpassword", RCON, "+set", "ttycon", "0",
+             "+set", "com_hunkmegs", "64", "+map", "oa_dm1"]
+    p = Proc(env, name, ns.argv(*argv), cwd=home)
+    ports = wait_for(lambda: udp_socket_ports(p.pid), 30, "%s to bind" % name)
+    p.addr = ("127.0.0.1", ports[0])
+    wait_for(lambda: "infoResponse" in rcon(ns, p.addr, None, "getinfo x"), 30,
+             "%s to answer getinfo" % name)
+    return p
+
+
+def rcon(ns, addr, pw, cmd):
+    """An out-of-band command (rcon when pw is given) from inside ns, straight
+    to addr; every answer datagram's text, joined."""
+    payload = ("rcon %s %s" % (pw, cmd)) if pw else cmd
+    return ns.py(
+        "import socket\n"
+        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "s.sendto(b'\\xff\\xff\\xff\\xff'+%r.encode(), %r)\n"
+        "s.settimeout(0.5); out=[]\n"
+        "try:\n"
+        "  while True: out.append(s.recvfrom(65535)[0][4:].decode('latin-1'))\n"
+        "except socket.timeout: pass\n"
+        "print(''.join(out))\n" % (payload, addr))
+
+
+def status_addrs(ns, oa):
+    """The addresses the server's `status` lists for its clients."""
+    text = rcon(ns, oa.addr, RCON, "status")
+    out = []
+    for ln in text.splitlines():
+        m = re.match(r"^\s*\d+\s+-?\d+\s+\S+\s+(.*?)\s+(\S+)\s+\d+\s*$", ln)
+        if m:
+            out.append(re.sub(r"\^\d", "", m.group(2)))
+    return out, text
+
+
+def relay_argv(ns, env, tag, server, extra=(), prefix=()):
+    return ns.argv(*(list(prefix) + [
+        RELAY_BIN, "--listen", "0.0.0.0:0", "--server", "%s:%d" % server, "--no-heartbeat",
+        "--state-dir", os.path.join(env.dir, "state-" + tag), "--control", "127.0.0.1:0",
+        "--token-file", os.path.join(env.dir, "token"), "--log", "plain"] + list(extra)))
+
+
+def ready(relay):
+    m = relay.wait_line(r"^ready ((?:listen\S*=\S+ ?)+) control=(\S+)$", 15)
+    pubs = {}
+    for t in m.group(1).split():
+        k, _, v = t.partition("=")
+        pubs[k] = parse_addr(v)
+    return pubs, parse_addr(m.group(2))
+
+
+def api(ns, control, path):
+    st, body = ns_http(ns, "http://%s:%d%s" % (control[0], control[1], path), TOKEN)
+    check(st == 200, "GET %s -> %s %s" % (path, st, body))
+    return body
+
+
+def connect(env, ns, front, name, bind="0.0.0.0:0"):
+    """A scripted client in ns connects through front and holds its slot;
+    returns (process, its local address)."""
+    p = Proc(env, name, ns.argv("/usr/bin/python3", "-u", CLIENT, front[0], str(front[1]),
+                                "--name", name, "--bind", bind, "--hold", "120"))
+    m = p.wait_line(r"^connected local=(\S+)$", 20)
+    return p, parse_addr(m.group(1))
+
+
+def scenario(env):
+    with open(os.path.join(env.dir, "token"), "w") as f:
+        f.write(TOKEN + "\n")
+    # (veth() names the pair after the namespace count: one pair each.)
+    srv, ca = Netns(env, "s"), Netns(env, "a")
+    veth(srv, ca, "10.77.1.1", "10.77.1.2", 24)
+    cb = Netns(env, "b")
+    veth(srv, cb, "10.77.2.1", "10.77.2.2", 24)
+    ca.ip("route", "add", "default", "via", "10.77.1.1")
+    cb.ip("route", "add", "default", "via", "10.77.2.1")
+    oa = oa_server(env, srv, "oa1")
+    target = "%s:%d" % oa.addr
+
+    # ---- refused without the routing, and without the capability ----
+    r = srv.run(SETUP, "check", target, capture_output=True, text=True)
+    check(r.returncode == 1 and "what=rule" in r.stdout, "check before up: %r" % (r.stdout,))
+    bad = Proc(env, "relay-norouting", relay_argv(srv, env, "nr", oa.addr, ["--transparent"]))
+    st = bad.wait_exit(10)
+    check(st == 1, "relay without routing exited %s" % st)
+    check(bad.grep(r"transparent-unavailable server=127\.0\.0\.1:%d missing=routing .*"
+                   r"relay-transparent-setup up 127\.0\.0\.1:%d" % (oa.addr[1], oa.addr[1])),
+          "no clear routing error:\n%s" % "\n".join(bad.output()))
+    check(not bad.grep(r"^ready"), "it got ready anyway")
+
+    r = srv.run(SETUP, "up", target, capture_output=True, text=True)
+    check(r.returncode == 0, "setup up: %s %s" % (r.stdout, r.stderr))
+    r = srv.run(SETUP, "up", target, capture_output=True, text=True)
+    check(r.returncode == 0, "setup up again: %s %s" % (r.stdout, r.stderr))
+    rules = srv.run("ip", "rule", "show", "pref", "2796", capture_output=True, text=True).stdout
+    check(len(rules.strip().splitlines()) == 1, "up twice made %r" % rules)
+    r = srv.run(SETUP, "check", target, capture_output=True, text=True)
+    check(r.returncode == 0 and "ok server=" in r.stdout, "check after up: %r" % r.stdout)
+
+    nocap = Proc(env, "relay-nocap", relay_argv(
+        srv, env, "nc", oa.addr, ["--transparent"],
+        prefix=["/usr/bin/setpriv", "--bounding-set=-net_admin,-net_raw",
+                "--inh-caps=-net_admin,-net_raw"]))
+    st = nocap.wait_exit(10)
+    check(st == 1 and nocap.grep(r"transparent-unavailable .*missing=capability .*"
+                                 r"Operation not permitted.*CAP_NET_ADMIN"),
+          "no clear capability error (status %s):\n%s" % (st, "\n".join(nocap.output())))
+
+    # ---- transparent: the server sees the players' own addresses ----
+    relay = Proc(env, "relay", relay_argv(srv, env, "t", oa.addr, ["--transparent"]))
+    pubs, control = ready(relay)
+    port = pubs["listen"][1]
+    pa, la = connect(env, ca, ("10.77.1.1", port), "alice")
+    pb, lb = connect(env, cb, ("10.77.2.1", port), "bob")
+    addrs, text = status_addrs(srv, oa)
+    env.log("server status with --transparent:\n" + text)
+    check(sorted(addrs) == ["10.77.1.2", "10.77.2.2"],
+          "the server's status lists %r, not the players' own addresses" % addrs)
+    sess = json.loads(api(srv, control, "/sessions"))
+    by_ip = {s["client_ip"]: s for s in sess}
+    for ip, local in (("10.77.1.2", la), ("10.77.2.2", lb)):
+        s = by_ip.get(ip)
+        check(s and s["transparent"] is True and s["confirmed"] is True,
+              "session of %s: %r" % (ip, s))
+        check(s["upstream_port"] == local[1] == s["client_port"],
+              "the server should see the player's own port %d: %r" % (local[1], s))
+    m = parse_metrics(api(srv, control, "/metrics"))
+    check(m.get("rally_relay_transparent_sessions") == 2 and
+          m.get("rally_relay_transparent_sessions_total") == 2 and
+          m.get('rally_relay_transparent_bind_fail_total{reason="error"}') == 0,
+          "metrics: %r" % {k: v for k, v in m.items() if "transparent" in k})
+    relay.wait_line(r"session-player peer=10\.77\.1\.2:%d upstream_port=%d transparent=1$" %
+                    (la[1], la[1]), 5)
+    # The relay's answers reach the player from the public port it knows;
+    # nothing the server sent to 10.77.x.x left the server namespace
+    # (the clients only ever heard the relay: q3client checks the source).
+    pa.stop()
+    pb.stop()
+    relay.stop()
+
+    # ---- one player, two servers of one relay: the port is taken ----
+    oa2 = oa_server(env, srv, "oa2")
+    r = srv.run(SETUP, "up", target, "%s:%d" % oa2.addr, capture_output=True, text=True)
+    check(r.returncode == 0, "setup up two: %s %s" % (r.stdout, r.stderr))
+    sf = os.path.join(env.dir, "servers.conf")
+    with open(sf, "w") as f:
+        f.write("[defaults]\nno-heartbeat = yes\ntransparent = yes\n\n"
+                "[server one]\nlisten = 0.0.0.0:0\nserver = %s:%d\n\n"
+                "[server two]\nlisten = 0.0.0.0:0\nserver = %s:%d\n" % (oa.addr + oa2.addr))
+    multi = Proc(env, "relay-multi", srv.argv(
+        RELAY_BIN, "--servers", sf, "--state-dir", os.path.join(env.dir, "state-m"),
+        "--control", "127.0.0.1:0", "--token-file", os.path.join(env.dir, "token"),
+        "--log", "plain"))
+    pubs, control = ready(multi)
+    # The same socket (10.77.1.2:27015) connects to both servers.
+    p1, l1 = connect(env, ca, ("10.77.1.1", pubs["listen.one"][1]), "carol", "10.77.1.2:27015")
+    p1.stop()
+    p2, l2 = connect(env, ca, ("10.77.1.1", pubs["listen.two"][1]), "carol", "10.77.1.2:27015")
+    p2.stop()
+    for o in (oa, oa2):
+        addrs, text = status_addrs(srv, o)
+        check("10.77.1.2" in addrs, "%s lists %r" % (o.name, addrs))
+    sess = {s["server"]: s for s in json.loads(api(srv, control, "/sessions"))}
+    check(sess["one"]["upstream_port"] == 27015 and sess["one"]["transparent"],
+          "server one: %r" % sess["one"])
+    check(sess["two"]["upstream_port"] != 27015 and sess["two"]["transparent"] and
+          sess["two"]["client_port"] == 27015, "server two: %r" % sess["two"])
+    m = parse_metrics(api(srv, control, "/metrics"))
+    check(m.get('rally_relay_transparent_port_taken_total{server="two"}') == 1 and
+          m.get('rally_relay_transparent_port_taken_total{server="one"}') == 0,
+          "port_taken: %r" % {k: v for k, v in m.items() if "port_taken" in k})
+    env.log("one player at 10.77.1.2:27015 to two servers: upstream ports %d and %d" % (
+        sess["one"]["upstream_port"], sess["two"]["upstream_port"]))
+    multi.stop()
+
+    # ---- the fallback: no --transparent, the mapping is in /sessions and the log ----
+    plain = Proc(env, "relay-plain", relay_argv(srv, env, "p", oa2.addr))
+    pubs, control = ready(plain)
+    pd, ld = connect(env, cb, ("10.77.2.1", pubs["listen"][1]), "dave")
+    addrs, text = status_addrs(srv, oa2)
+    check("127.0.0.1" in addrs and "10.77.2.2" not in addrs, "plain relay: %r" % addrs)
+    s = [x for x in json.loads(api(srv, control, "/sessions")) if x["client_ip"] == "10.77.2.2"]
+    check(len(s) == 1 and s[0]["transparent"] is False and s[0]["upstream_port"] != ld[1],
+          "plain session: %r" % s)
+    up = s[0]["upstream_port"]
+    plain.wait_line(r"session-player peer=10\.77\.2\.2:%d upstream_port=%d$" % (ld[1], up), 5)
+    # ioquake3 1.36 keeps only the IP in the player's record (status and
+    # dumpuser say 127.0.0.1, no port): everyone through a plain relay is
+    # one address to it, which is what transparent mode is for.
+    dump = rcon(srv, oa2.addr, RCON, "dumpuser dave")
+    env.log("dumpuser through the plain relay: %s" % " ".join(dump.split()))
+    check(re.search(r"\bip\s+127\.0\.0\.1\s", dump), "dumpuser: %r" % dump)
+    pd.stop()
+    plain.signal(signal.SIGTERM)
+    plain.wait_exit(10)
+    plain.wait_line(r"session-close peer=10\.77\.2\.2:%d .*reason=\S+ .*upstream_port=%d$" %
+                    (ld[1], up), 5)
+
+    # ---- down: gone, and the relay is refused again ----
+    r = srv.run(SETUP, "down", capture_output=True, text=True)
+    check(r.returncode == 0, "down: %r" % r.stderr)
+    r = srv.run(SETUP, "check", target, capture_output=True, text=True)
+    check(r.returncode == 1, "check after down: %r" % r.stdout)
+    left = srv.run("ip", "rule", "show", "pref", "2796", capture_output=True, text=True).stdout
+    table = srv.run("ip", "route", "show", "table", "2796", capture_output=True, text=True).stdout
+    check(left.strip() == "" and table.strip() == "", "left after down: %r %r" % (left, table))
+    env.daemons_alive(oa, oa2)
+
+
+run(scenario)
