@@ -539,7 +539,8 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 
 	if (s->io == NULL) {
 		/* Through the tunnel: its queues are the tunnel's. */
-		if (relay_tunnel_dgram(p->r->tunnel, p->srv, s->sid, buf, len) < 0) {
+		if (relay_tunnel_dgram_from(p->r->tunnel, p->srv, s->sid, &s->client, buf, len) <
+		    0) {
 			drop(p, RELAY_DROP_SEND_ERROR);
 			return;
 		}

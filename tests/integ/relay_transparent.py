@@ -253,4 +253,5 @@ def scenario(env):
     env.daemons_alive(oa, oa2)
 
 
-run(scenario)
+if __name__ == "__main__":  # relay_transparent_agent.py imports the helpers
+    run(scenario)
