@@ -58,7 +58,7 @@ static void nl_attr(uint8_t *buf, size_t *len, unsigned short type, const void *
  * sport PORT` asks it: RTN_LOCAL, RTN_UNICAST, ... or -errno (EINVAL is
  * the kernel refusing a loopback source toward another device).
  */
-static int route_type(const struct addr *src, const struct addr *dst)
+static int route_type(const struct addr *src, const struct addr *dst, bool *asked)
 {
 	uint8_t req[256] __attribute__((aligned(4))) = {0};
 	uint8_t resp[4096] __attribute__((aligned(4)));
@@ -93,9 +93,11 @@ static int route_type(const struct addr *src, const struct addr *dst)
 	nl_attr(req, &len, RTA_SPORT, &sport, sizeof(sport));
 	nh->nlmsg_len = (unsigned)len;
 
+	*asked = false;
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (fd < 0)
 		return -errno;
+	*asked = true;
 	if (sendto(fd, req, len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
 		ret = -errno;
 		goto out;
@@ -151,6 +153,7 @@ int relay_transparent_check(const struct addr *server, char *why, size_t size)
 	struct addr test, local;
 	char sa[ADDR_STRLEN];
 	int family = addr_family(server), fd, t;
+	bool asked;
 
 	addr_str(server, sa, sizeof(sa));
 	addr_parse(&test, family == AF_INET6 ? TEST_V6 : TEST_V4, -1);
@@ -167,7 +170,15 @@ int relay_transparent_check(const struct addr *server, char *why, size_t size)
 	}
 	close(fd);
 	/* The routing: the server's answer to a player must stay here. */
-	t = route_type(server, &test);
+	t = route_type(server, &test, &asked);
+	if (!asked) {
+		snprintf(why, size,
+			 "missing=netlink error=\"%s\" hint=\"the routing check needs an "
+			 "AF_NETLINK socket (systemd: RestrictAddressFamilies=AF_INET AF_INET6 "
+			 "AF_UNIX AF_NETLINK)\"",
+			 strerror(-t));
+		return t;
+	}
 	if (t != RTN_LOCAL) {
 		snprintf(why, size,
 			 "missing=routing route=\"%s\" hint=\"run tools/relay-transparent-setup "
