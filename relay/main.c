@@ -25,6 +25,7 @@
 #include "log.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "relay_transparent.h"
 #include "statefile.h"
 
 static const char usage[] =
@@ -546,6 +547,10 @@ int main(int argc, char **argv)
 	}
 	if (d->check) {
 		size_t nb = banlist_count(relay_bans_list(r->bans));
+
+		ret = relay_transparent_check_servers(r);
+		if (ret < 0)
+			goto out;
 
 		if (r->cfg.servers_file[0] != '\0') {
 			log_bare("config-ok servers=%zu bans=%zu", r->nservers, nb);

@@ -189,6 +189,28 @@ int relay_transparent_check(const struct addr *server, char *why, size_t size)
 	return 0;
 }
 
+int relay_transparent_check_servers(const struct relay *r)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < r->nservers; i++) {
+		const struct relay_server *srv = r->servers[i];
+		char why[320], a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
+		int e;
+
+		if (!srv->cfg.transparent || srv->cfg.server_tunnel)
+			continue;
+		e = relay_transparent_check(&srv->server, why, sizeof(why));
+		if (e < 0) {
+			log_err("transparent-unavailable server=%s %s%s",
+				addr_str(&srv->server, a, sizeof(a)), why,
+				relay_server_logname(srv, sn, sizeof(sn)));
+			ret = e;
+		}
+	}
+	return ret;
+}
+
 /* Binds fd (transparent) to ip:port, or to ip and a port of the kernel's
  * choice when port is taken; 1 if it took another port, 0, or -errno. */
 static int bind_player(int fd, const struct addr *client)

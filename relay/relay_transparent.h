@@ -43,6 +43,10 @@ struct relay_transparent_stats {
  */
 int relay_transparent_check(const struct addr *server, char *why, size_t size);
 
+/* --check-config: the same check for every transparent server of r, each
+ * failure logged; 0 or the last -errno. */
+int relay_transparent_check_servers(const struct relay *r);
+
 /*
  * A non-blocking UDP socket connected to server from client's address:
  * its port, or an ephemeral port of that address when the port is taken

@@ -8,7 +8,8 @@ rally-relay --transparent in front of it; two client namespaces
 getchallenge, challengeResponse, the Huffman-coded connect, connectResponse)
 through the relay. Checked:
 - without the policy routing, the relay refuses to start and says what is
-  missing (routing); without CAP_NET_ADMIN/CAP_NET_RAW, the capability;
+  missing (routing), and so does --check-config; without
+  CAP_NET_ADMIN/CAP_NET_RAW, the capability;
 - with tools/relay-transparent-setup up, the server's own `status` (rcon,
   from inside the server namespace, straight to the server) lists both
   players at their own addresses, /sessions marks them transparent with
@@ -133,6 +134,10 @@ def scenario(env):
                    r"relay-transparent-setup up 127\.0\.0\.1:%d" % (oa.addr[1], oa.addr[1])),
           "no clear routing error:\n%s" % "\n".join(bad.output()))
     check(not bad.grep(r"^ready"), "it got ready anyway")
+    chk = Proc(env, "relay-check", relay_argv(srv, env, "ck", oa.addr,
+                                              ["--transparent", "--check-config"]))
+    check(chk.wait_exit(10) == 1 and chk.grep(r"transparent-unavailable .*missing=routing"),
+          "--check-config without routing:\n%s" % "\n".join(chk.output()))
 
     r = srv.run(SETUP, "up", target, capture_output=True, text=True)
     check(r.returncode == 0, "setup up: %s %s" % (r.stdout, r.stderr))
@@ -142,6 +147,10 @@ def scenario(env):
     check(len(rules.strip().splitlines()) == 1, "up twice made %r" % rules)
     r = srv.run(SETUP, "check", target, capture_output=True, text=True)
     check(r.returncode == 0 and "ok server=" in r.stdout, "check after up: %r" % r.stdout)
+    chk = Proc(env, "relay-check-ok", relay_argv(srv, env, "ck2", oa.addr,
+                                                 ["--transparent", "--check-config"]))
+    check(chk.wait_exit(10) == 0 and chk.grep(r"^config-ok server=127\.0\.0\.1:"),
+          "--check-config with routing:\n%s" % "\n".join(chk.output()))
 
     nocap = Proc(env, "relay-nocap", relay_argv(
         srv, env, "nc", oa.addr, ["--transparent"],
