@@ -213,13 +213,13 @@ def huff_decompress(data):
 class Q3Client:
     """One player: its own UDP socket (bound where the caller says)."""
 
-    def __init__(self, server, name="rally", bind=("0.0.0.0", 0), protocol=71):
+    def __init__(self, server, name="rally", bind=None, protocol=71):
         self.server = server
         self.name = name
         self.protocol = protocol
-        self.sock = socket.socket(socket.AF_INET6 if ":" in server[0] else socket.AF_INET,
-                                  socket.SOCK_DGRAM)
-        self.sock.bind(bind)
+        v6 = ":" in server[0]
+        self.sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(bind or (("::" if v6 else "0.0.0.0"), 0))
         self.qport = random.randint(1, 65535)
         self.seq = 1
 
@@ -278,14 +278,18 @@ def main(argv):
     ap.add_argument("host")
     ap.add_argument("port", type=int)
     ap.add_argument("--name", default="rally")
-    ap.add_argument("--bind", default="0.0.0.0:0")
+    ap.add_argument("--bind", default=None, help="IP:PORT or [IPv6]:PORT (default: any)")
     ap.add_argument("--hold", type=float, default=0)
     a = ap.parse_args(argv)
     _selfcheck()
-    bh, _, bp = a.bind.rpartition(":")
-    c = Q3Client((a.host, a.port), a.name, (bh.strip("[]"), int(bp)))
+    bind = None
+    if a.bind:
+        bh, _, bp = a.bind.rpartition(":")
+        bind = (bh.strip("[]"), int(bp))
+    c = Q3Client((a.host, a.port), a.name, bind)
     local = c.connect()
-    print("connected local=%s:%d" % (local[0], local[1]), flush=True)
+    host = "[%s]" % local[0] if ":" in local[0] else local[0]
+    print("connected local=%s:%d" % (host, local[1]), flush=True)
     end = time.monotonic() + a.hold
     while time.monotonic() < end:
         c.sock.settimeout(max(0.01, end - time.monotonic()))

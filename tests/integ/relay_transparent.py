@@ -20,6 +20,9 @@ through the relay. Checked:
 - the fallback (no --transparent): the server sees 127.0.0.1, and
   /sessions and the relay's session-player log line map the upstream port
   back to the player's address;
+- IPv6 the same way: a server on ::1 lists a player at fd77:1::2; an IPv6
+  player in front of an IPv4 server keeps the relay's address, counted
+  (bind_fail{reason="family"}) and shown (transparent: false);
 - relay-transparent-setup down removes everything (check fails again)."""
 
 import json
@@ -37,18 +40,23 @@ CLIENT = os.path.join(HERE, "q3client.py")
 RCON = "tp-rcon"
 
 
-def oa_server(env, ns, name):
+def oa_server(env, ns, name, v6=False):
+    """A real OpenArena server in ns on 127.0.0.1 (::1 with v6), port 0."""
     home = os.path.join(env.dir, name)
     os.makedirs(home)
-    argv = [OA_SERVER, "+set", "fs_homepath", home, "+set", "dedicated", "1",
-            "+set", "net_enabled", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port", "0"]
+    argv = [OA_SERVER, "+set", "fs_homepath", home, "+set", "dedicated", "1"]
+    if v6:
+        argv += ["+set", "net_enabled", "2", "+set", "net_ip6", "::1", "+set", "net_port6", "0"]
+    else:
+        argv += ["+set", "net_enabled", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port",
+                 "0"]
     for i in range(1, 6):
         argv += ["+set", "sv_master%d" % i, ""]
     argv += ["+set", "sv_hostname", name, "+set", "rconpassword", RCON, "+set", "ttycon", "0",
              "+set", "com_hunkmegs", "64", "+map", "oa_dm1"]
     p = Proc(env, name, ns.argv(*argv), cwd=home)
     ports = wait_for(lambda: udp_socket_ports(p.pid), 30, "%s to bind" % name)
-    p.addr = ("127.0.0.1", ports[0])
+    p.addr = ("::1" if v6 else "127.0.0.1", ports[0])
     wait_for(lambda: "infoResponse" in rcon(ns, p.addr, None, "getinfo x"), 30,
              "%s to answer getinfo" % name)
     return p
@@ -60,13 +68,13 @@ def rcon(ns, addr, pw, cmd):
     payload = ("rcon %s %s" % (pw, cmd)) if pw else cmd
     return ns.py(
         "import socket\n"
-        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "s=socket.socket(socket.AF_INET6 if ':' in %r else socket.AF_INET,socket.SOCK_DGRAM)\n"
         "s.sendto(b'\\xff\\xff\\xff\\xff'+%r.encode(), %r)\n"
         "s.settimeout(0.5); out=[]\n"
         "try:\n"
         "  while True: out.append(s.recvfrom(65535)[0][4:].decode('latin-1'))\n"
         "except socket.timeout: pass\n"
-        "print(''.join(out))\n" % (payload, addr))
+        "print(''.join(out))\n" % (addr[0], payload, addr))
 
 
 def status_addrs(ns, oa):
@@ -80,9 +88,13 @@ def status_addrs(ns, oa):
     return out, text
 
 
-def relay_argv(ns, env, tag, server, extra=(), prefix=()):
+def hostport(a):
+    return ("[%s]:%d" if ":" in a[0] else "%s:%d") % a
+
+
+def relay_argv(ns, env, tag, server, extra=(), prefix=(), listen="0.0.0.0:0"):
     return ns.argv(*(list(prefix) + [
-        RELAY_BIN, "--listen", "0.0.0.0:0", "--server", "%s:%d" % server, "--no-heartbeat",
+        RELAY_BIN, "--listen", listen, "--server", hostport(server), "--no-heartbeat",
         "--state-dir", os.path.join(env.dir, "state-" + tag), "--control", "127.0.0.1:0",
         "--token-file", os.path.join(env.dir, "token"), "--log", "plain"] + list(extra)))
 
@@ -102,11 +114,12 @@ def api(ns, control, path):
     return body
 
 
-def connect(env, ns, front, name, bind="0.0.0.0:0"):
+def connect(env, ns, front, name, bind=None):
     """A scripted client in ns connects through front and holds its slot;
     returns (process, its local address)."""
-    p = Proc(env, name, ns.argv("/usr/bin/python3", "-u", CLIENT, front[0], str(front[1]),
-                                "--name", name, "--bind", bind, "--hold", "120"))
+    p = Proc(env, name, ns.argv(*(["/usr/bin/python3", "-u", CLIENT, front[0], str(front[1]),
+                                   "--name", name, "--hold", "120"] +
+                                  (["--bind", bind] if bind else []))))
     m = p.wait_line(r"^connected local=(\S+)$", 20)
     return p, parse_addr(m.group(1))
 
@@ -116,7 +129,7 @@ def scenario(env):
         f.write(TOKEN + "\n")
     # (veth() names the pair after the namespace count: one pair each.)
     srv, ca = Netns(env, "s"), Netns(env, "a")
-    veth(srv, ca, "10.77.1.1", "10.77.1.2", 24)
+    vs, vc = veth(srv, ca, "10.77.1.1", "10.77.1.2", 24)
     cb = Netns(env, "b")
     veth(srv, cb, "10.77.2.1", "10.77.2.2", 24)
     ca.ip("route", "add", "default", "via", "10.77.1.1")
@@ -251,6 +264,42 @@ def scenario(env):
     plain.wait_line(r"session-close peer=10\.77\.2\.2:%d .*reason=\S+ .*upstream_port=%d$" %
                     (ld[1], up), 5)
 
+    # ---- IPv6: the same, a player at fd77:1::2, a server on ::1 ----
+    srv.ip("addr", "add", "fd77:1::1/64", "dev", vs, "nodad")
+    ca.ip("addr", "add", "fd77:1::2/64", "dev", vc, "nodad")
+    oa6 = oa_server(env, srv, "oa6", v6=True)
+    r = srv.run(SETUP, "up", hostport(oa6.addr), capture_output=True, text=True)
+    check(r.returncode == 0, "setup up v6: %s %s" % (r.stdout, r.stderr))
+    r6 = Proc(env, "relay-v6", relay_argv(srv, env, "v6", oa6.addr, ["--transparent"],
+                                          listen="[::]:0"))
+    pubs, control = ready(r6)
+    p6, l6 = connect(env, ca, ("fd77:1::1", pubs["listen"][1]), "frank")
+    addrs, text = status_addrs(srv, oa6)
+    env.log("IPv6 server status with --transparent:\n" + text)
+    check(addrs == ["fd77:1::2"], "the v6 server lists %r" % addrs)
+    s6 = json.loads(api(srv, control, "/sessions"))
+    check(len(s6) == 1 and s6[0]["transparent"] and s6[0]["client_ip"] == "fd77:1::2" and
+          s6[0]["upstream_port"] == l6[1], "v6 session: %r" % s6)
+    p6.stop()
+    r6.stop()
+    # An IPv6 player in front of an IPv4 server: no socket of the server's
+    # family can carry its address; it keeps the relay's, counted, shown.
+    rx = Proc(env, "relay-mixed", relay_argv(srv, env, "mx", oa.addr, ["--transparent"],
+                                             listen="[::]:0"))
+    pubs, control = ready(rx)
+    px, lx = connect(env, ca, ("fd77:1::1", pubs["listen"][1]), "gina")
+    sx = json.loads(api(srv, control, "/sessions"))
+    check(len(sx) == 1 and sx[0]["transparent"] is False and sx[0]["client_ip"] == "fd77:1::2",
+          "mixed session: %r" % sx)
+    m = parse_metrics(api(srv, control, "/metrics"))
+    check(m.get('rally_relay_transparent_bind_fail_total{reason="family"}') == 1 and
+          m.get("rally_relay_transparent_sessions") == 0, "mixed metrics: %r" % {
+              k: v for k, v in m.items() if "transparent" in k})
+    addrs, text = status_addrs(srv, oa)
+    check("127.0.0.1" in addrs, "the v4 server should see the relay for a v6 player: %r" % addrs)
+    px.stop()
+    rx.stop()
+
     # ---- down: gone, and the relay is refused again ----
     r = srv.run(SETUP, "down", capture_output=True, text=True)
     check(r.returncode == 0, "down: %r" % r.stderr)
@@ -258,8 +307,13 @@ def scenario(env):
     check(r.returncode == 1, "check after down: %r" % r.stdout)
     left = srv.run("ip", "rule", "show", "pref", "2796", capture_output=True, text=True).stdout
     table = srv.run("ip", "route", "show", "table", "2796", capture_output=True, text=True).stdout
-    check(left.strip() == "" and table.strip() == "", "left after down: %r %r" % (left, table))
-    env.daemons_alive(oa, oa2)
+    left6 = srv.run("ip", "-6", "rule", "show", "pref", "2796", capture_output=True,
+                    text=True).stdout
+    table6 = srv.run("ip", "-6", "route", "show", "table", "2796", capture_output=True,
+                     text=True).stdout
+    check(left.strip() == table.strip() == left6.strip() == table6.strip() == "",
+          "left after down: %r %r %r %r" % (left, table, left6, table6))
+    env.daemons_alive(oa, oa2, oa6)
 
 
 if __name__ == "__main__":  # relay_transparent_agent.py imports the helpers
