@@ -53,44 +53,59 @@ static void nl_attr(uint8_t *buf, size_t *len, unsigned short type, const void *
 }
 
 /*
- * The type of the route the kernel picks for a UDP datagram from src
- * (address and port) to dst, as `ip route get DST from SRC ipproto udp
- * sport PORT` asks it: RTN_LOCAL, RTN_UNICAST, ... or -errno (EINVAL is
- * the kernel refusing a loopback source toward another device).
+ * Asks the kernel which route it picks for a UDP datagram to dst, from src
+ * (address and port; NULL: any source, plain `ip route get DST`), arriving
+ * on interface iif (0: sent by this host), as `ip route get DST from SRC
+ * [iif DEV] ipproto udp sport PORT` does. Returns the route's type
+ * (RTN_LOCAL, RTN_UNICAST, ...) with its output interface in *oif when not
+ * NULL, or -errno (EINVAL: the kernel refuses that source for this host's
+ * own datagrams). *asked is false when no netlink socket could be opened.
  */
-static int route_type(const struct addr *src, const struct addr *dst, bool *asked)
+static int route_query(const struct addr *src, const struct addr *dst, int iif, int *oif,
+		       bool *asked)
 {
 	uint8_t req[256] __attribute__((aligned(4))) = {0};
 	uint8_t resp[4096] __attribute__((aligned(4)));
 	struct nlmsghdr *nh = (struct nlmsghdr *)(void *)req;
 	struct rtmsg *rt;
 	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-	int family = addr_family(src);
+	int family = addr_family(dst);
 	size_t alen = family == AF_INET6 ? 16 : 4, len;
 	uint8_t proto = IPPROTO_UDP;
-	uint16_t sport = htons(addr_port(src));
-	const void *sa, *da;
+	const void *da;
 	ssize_t n;
 	int fd, ret;
 
-	if (family == AF_INET6) {
-		sa = &((const struct sockaddr_in6 *)(const void *)&src->ss)->sin6_addr;
+	if (family == AF_INET6)
 		da = &((const struct sockaddr_in6 *)(const void *)&dst->ss)->sin6_addr;
-	} else {
-		sa = &((const struct sockaddr_in *)(const void *)&src->ss)->sin_addr;
+	else
 		da = &((const struct sockaddr_in *)(const void *)&dst->ss)->sin_addr;
-	}
 	len = NLMSG_LENGTH(sizeof(struct rtmsg));
 	nh->nlmsg_type = RTM_GETROUTE;
 	nh->nlmsg_flags = NLM_F_REQUEST;
 	nh->nlmsg_seq = 1;
 	rt = NLMSG_DATA(nh);
 	rt->rtm_family = (unsigned char)family;
-	rt->rtm_dst_len = rt->rtm_src_len = (unsigned char)(alen * 8);
+	rt->rtm_dst_len = (unsigned char)(alen * 8);
 	nl_attr(req, &len, RTA_DST, da, alen);
-	nl_attr(req, &len, RTA_SRC, sa, alen);
-	nl_attr(req, &len, RTA_IP_PROTO, &proto, sizeof(proto));
-	nl_attr(req, &len, RTA_SPORT, &sport, sizeof(sport));
+	if (src != NULL) {
+		uint16_t sport = htons(addr_port(src));
+		const void *sa =
+			family == AF_INET6
+				? (const void *)&(
+					  (const struct sockaddr_in6 *)(const void *)&src->ss)
+					  ->sin6_addr
+				: (const void *)&(
+					  (const struct sockaddr_in *)(const void *)&src->ss)
+					  ->sin_addr;
+
+		rt->rtm_src_len = (unsigned char)(alen * 8);
+		nl_attr(req, &len, RTA_SRC, sa, alen);
+		nl_attr(req, &len, RTA_IP_PROTO, &proto, sizeof(proto));
+		nl_attr(req, &len, RTA_SPORT, &sport, sizeof(sport));
+	}
+	if (iif > 0)
+		nl_attr(req, &len, RTA_IIF, &iif, sizeof(iif));
 	nh->nlmsg_len = (unsigned)len;
 
 	*asked = false;
@@ -121,7 +136,15 @@ static int route_type(const struct addr *src, const struct addr *dst, bool *aske
 										: -EPROTO;
 	} else if (nh->nlmsg_type == RTM_NEWROUTE &&
 		   nh->nlmsg_len >= NLMSG_LENGTH(sizeof(struct rtmsg))) {
-		ret = ((const struct rtmsg *)NLMSG_DATA(nh))->rtm_type;
+		const struct rtmsg *r = NLMSG_DATA(nh);
+		unsigned alen_left = nh->nlmsg_len - (unsigned)NLMSG_LENGTH(sizeof(*r));
+
+		ret = r->rtm_type;
+		for (const struct rtattr *a = RTM_RTA(r); RTA_OK(a, alen_left);
+		     a = RTA_NEXT(a, alen_left)) {
+			if (a->rta_type == RTA_OIF && oif != NULL && RTA_PAYLOAD(a) >= sizeof(int))
+				memcpy(oif, RTA_DATA(a), sizeof(int));
+		}
 	} else {
 		ret = -EPROTO;
 	}
@@ -152,7 +175,7 @@ int relay_transparent_check(const struct addr *server, char *why, size_t size)
 {
 	struct addr test, local;
 	char sa[ADDR_STRLEN];
-	int family = addr_family(server), fd, t;
+	int family = addr_family(server), fd, t, u, oif;
 	bool asked;
 
 	addr_str(server, sa, sizeof(sa));
@@ -169,8 +192,18 @@ int relay_transparent_check(const struct addr *server, char *why, size_t size)
 		return fd == -EACCES ? -EPERM : fd;
 	}
 	close(fd);
-	/* The routing: the server's answer to a player must stay here. */
-	t = route_type(server, &test, &asked);
+	/* The routing: the server's answer to a player must stay here. A
+	 * server on this host sends it; one reached through this host (a
+	 * container, a LAN machine using it as gateway) sends it in through
+	 * the interface that leads to it. */
+	oif = 0;
+	u = route_query(NULL, server, 0, &oif, &asked);
+	if (u == RTN_LOCAL)
+		t = route_query(server, &test, 0, NULL, &asked);
+	else if (u == RTN_UNICAST && oif > 0)
+		t = route_query(server, &test, oif, NULL, &asked);
+	else
+		t = u;
 	if (!asked) {
 		snprintf(why, size,
 			 "missing=netlink error=\"%s\" hint=\"the routing check needs an "
@@ -182,8 +215,11 @@ int relay_transparent_check(const struct addr *server, char *why, size_t size)
 	if (t != RTN_LOCAL) {
 		snprintf(why, size,
 			 "missing=routing route=\"%s\" hint=\"run tools/relay-transparent-setup "
-			 "up %s on this host (the game server must run on it)\"",
-			 t < 0 ? strerror(-t) : route_type_name(t), sa);
+			 "up %s on this host%s\"",
+			 t < 0 ? strerror(-t) : route_type_name(t), sa,
+			 u == RTN_LOCAL ? ""
+					: " (a server elsewhere must also route the players' "
+					  "addresses through this host)");
 		return -EHOSTUNREACH;
 	}
 	return 0;

@@ -23,6 +23,8 @@ through the relay. Checked:
 - IPv6 the same way: a server on ::1 lists a player at fd77:1::2; an IPv6
   player in front of an IPv4 server keeps the relay's address, counted
   (bind_fail{reason="family"}) and shown (transparent: false);
+- a server on another machine (a namespace whose gateway is the relay's
+  host): refused without the rule, then lists the player at 10.77.1.2;
 - relay-transparent-setup down removes everything (check fails again)."""
 
 import json
@@ -40,23 +42,22 @@ CLIENT = os.path.join(HERE, "q3client.py")
 RCON = "tp-rcon"
 
 
-def oa_server(env, ns, name, v6=False):
-    """A real OpenArena server in ns on 127.0.0.1 (::1 with v6), port 0."""
+def oa_server(env, ns, name, v6=False, ip="127.0.0.1"):
+    """A real OpenArena server in ns on ip (::1 with v6), port 0."""
     home = os.path.join(env.dir, name)
     os.makedirs(home)
     argv = [OA_SERVER, "+set", "fs_homepath", home, "+set", "dedicated", "1"]
     if v6:
         argv += ["+set", "net_enabled", "2", "+set", "net_ip6", "::1", "+set", "net_port6", "0"]
     else:
-        argv += ["+set", "net_enabled", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port",
-                 "0"]
+        argv += ["+set", "net_enabled", "1", "+set", "net_ip", ip, "+set", "net_port", "0"]
     for i in range(1, 6):
         argv += ["+set", "sv_master%d" % i, ""]
     argv += ["+set", "sv_hostname", name, "+set", "rconpassword", RCON, "+set", "ttycon", "0",
              "+set", "com_hunkmegs", "64", "+map", "oa_dm1"]
     p = Proc(env, name, ns.argv(*argv), cwd=home)
     ports = wait_for(lambda: udp_socket_ports(p.pid), 30, "%s to bind" % name)
-    p.addr = ("::1" if v6 else "127.0.0.1", ports[0])
+    p.addr = ("::1" if v6 else ip, ports[0])
     wait_for(lambda: "infoResponse" in rcon(ns, p.addr, None, "getinfo x"), 30,
              "%s to answer getinfo" % name)
     return p
@@ -300,6 +301,33 @@ def scenario(env):
     px.stop()
     rx.stop()
 
+    # ---- a server reached through this host (its gateway): 10.77.4.2 ----
+    game = Netns(env, "g")
+    veth(srv, game, "10.77.4.1", "10.77.4.2", 24)
+    oag = oa_server(env, game, "oa-game", ip="10.77.4.2")
+    nogw = Proc(env, "relay-remote-norule", relay_argv(srv, env, "rn", oag.addr,
+                                                       ["--transparent"]))
+    check(nogw.wait_exit(10) == 1 and nogw.grep(
+        r"transparent-unavailable server=10\.77\.4\.2:%d missing=routing .*addresses through "
+        r"this host" % oag.addr[1]), "remote server without the rule:\n%s" %
+        "\n".join(nogw.output()))
+    r = srv.run(SETUP, "up", hostport(oag.addr), capture_output=True, text=True)
+    check(r.returncode == 0, "setup up remote: %s %s" % (r.stdout, r.stderr))
+    r = srv.run(SETUP, "check", hostport(oag.addr), capture_output=True, text=True)
+    check(r.returncode == 0 and "ok server=" in r.stdout, "check remote: %r" % r.stdout)
+    game.ip("route", "add", "default", "via", "10.77.4.1")
+    rg = Proc(env, "relay-remote", relay_argv(srv, env, "rg", oag.addr, ["--transparent"]))
+    pubs, control = ready(rg)
+    pg, lg = connect(env, ca, ("10.77.1.1", pubs["listen"][1]), "hank")
+    addrs, text = status_addrs(game, oag)
+    check(addrs == ["10.77.1.2"], "the server on another machine lists %r" % addrs)
+    sg = json.loads(api(srv, control, "/sessions"))
+    check(len(sg) == 1 and sg[0]["transparent"] and sg[0]["upstream_port"] == lg[1],
+          "remote session: %r" % sg)
+    env.log("a server reached through the relay's host lists the player at %s" % addrs[0])
+    pg.stop()
+    rg.stop()
+
     # ---- down: gone, and the relay is refused again ----
     r = srv.run(SETUP, "down", capture_output=True, text=True)
     check(r.returncode == 0, "down: %r" % r.stderr)
@@ -313,7 +341,7 @@ def scenario(env):
                      text=True).stdout
     check(left.strip() == table.strip() == left6.strip() == table6.strip() == "",
           "left after down: %r %r %r %r" % (left, table, left6, table6))
-    env.daemons_alive(oa, oa2, oa6)
+    env.daemons_alive(oa, oa2, oa6, oag)
 
 
 if __name__ == "__main__":  # relay_transparent_agent.py imports the helpers
