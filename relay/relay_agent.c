@@ -670,6 +670,15 @@ static void dgram_in(struct agent *ag, uint32_t sid, const struct addr *peer, co
 		return;
 	}
 	slot = htab_get(ag->usess, &sid);
+	if (slot == NULL && peer == NULL && sid != 0 && ag->cfg.transparent && ag->peer_taken) {
+		/* Sent before the relay had our answer (a new tunnel's first
+		 * round trip): a socket opened now would show the server our
+		 * address for the whole session, and after a tunnel's restart
+		 * change a playing client's address. The game resends; the next
+		 * datagram carries the player's address. */
+		ag->usess_no_peer++;
+		return;
+	}
 	if (slot == NULL) {
 		int fd;
 		bool tp;
