@@ -466,6 +466,7 @@ static struct json_object *server_json(const struct relay_control *c,
 			       json_object_new_uint64(relay_proxy_session_count(srv->proxy)));
 	json_object_object_add(o, "max_sessions", json_object_new_uint64(srv->cfg.max_sessions));
 	json_object_object_add(o, "query_budget", json_object_new_uint64(srv->cfg.query_budget));
+	json_object_object_add(o, "transparent", json_object_new_boolean(srv->cfg.transparent));
 	json_object_object_add(
 		o, "bans",
 		json_object_new_uint64(srv->bans != NULL ? banlist_count(relay_bans_list(srv->bans))

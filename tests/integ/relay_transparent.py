@@ -229,6 +229,8 @@ def scenario(env):
     for o in (oa, oa2):
         addrs, text = status_addrs(srv, o)
         check("10.77.1.2" in addrs, "%s lists %r" % (o.name, addrs))
+    sv = json.loads(api(srv, control, "/servers/two"))
+    check(sv.get("transparent") is True, "/servers/two: %r" % sv)
     sess = {s["server"]: s for s in json.loads(api(srv, control, "/sessions"))}
     check(sess["one"]["upstream_port"] == 27015 and sess["one"]["transparent"],
           "server one: %r" % sess["one"])
