@@ -677,6 +677,125 @@ ssize_t q3_encode_getservers_resp(uint8_t *buf, size_t cap, const struct q3_srvl
 	return (ssize_t)w.len;
 }
 
+/* True when t[0..n) is digits only: a getservers would read it as the
+ * protocol (q3_decode_getservers' rule). */
+static bool all_digits(const char *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (t[i] < '0' || t[i] > '9')
+			return false;
+	}
+	return n > 0;
+}
+
+int q3_encode_getservers(uint8_t *buf, size_t size, const struct q3_getservers *req)
+{
+	bool ext = (req->flags & Q3_GS_EXT) != 0;
+	size_t gl = strnlen(req->gamename, sizeof(req->gamename));
+	size_t tl = strnlen(req->gametype, sizeof(req->gametype));
+	char num[16];
+	struct wr w = wr_init(buf, size);
+
+	if (gl == sizeof(req->gamename) || !printable_word(req->gamename, gl) || (ext && gl == 0) ||
+	    (!ext && all_digits(req->gamename, gl)) || req->protocol < 0)
+		return -EINVAL;
+	if ((req->flags & Q3_GS_GAMETYPE) &&
+	    (tl == sizeof(req->gametype) || !printable_word(req->gametype, tl)))
+		return -EINVAL;
+	/* "getservers 71 empty full", "getservers Nexuiz 3 empty full",
+	 * "getserversExt Quake3Arena 71 empty full ipv4 ipv6" (techinfo 3.4,
+	 * 3.6; dpmaster messages.c samples). */
+	wr_be32(&w, 0xffffffffU);
+	wr_str(&w, ext ? "getserversExt " : "getservers ");
+	if (gl > 0) {
+		wr_bytes(&w, req->gamename, gl);
+		wr_u8(&w, ' ');
+	}
+	snprintf(num, sizeof(num), "%ld", (long)req->protocol);
+	wr_str(&w, num);
+	if (req->flags & Q3_GS_EMPTY)
+		wr_str(&w, " empty");
+	if (req->flags & Q3_GS_FULL)
+		wr_str(&w, " full");
+	if (req->flags & Q3_GS_GAMETYPE) {
+		wr_str(&w, " gametype=");
+		wr_bytes(&w, req->gametype, tl);
+	}
+	/* Both flags are written out: a master that knows one option only
+	 * still reads the other. */
+	if (ext && (req->flags & Q3_GS_IPV4))
+		wr_str(&w, " ipv4");
+	if (ext && (req->flags & Q3_GS_IPV6))
+		wr_str(&w, " ipv6");
+	if (w.bad)
+		return -EMSGSIZE;
+	return (int)w.len;
+}
+
+int q3_decode_getservers_resp(const uint8_t *buf, size_t len, struct q3_getservers_resp *out)
+{
+	static const char hdr[] = "getserversResponse", hdr_ext[] = "getserversExtResponse";
+	struct rd r;
+	size_t skip;
+
+	memset(out, 0, sizeof(*out));
+	if (!q3_is_oob(buf, len))
+		return -EBADMSG;
+	if (has_cmd(buf, len, hdr_ext)) {
+		out->ext = true;
+		skip = Q3_OOB_PREFIX_LEN + sizeof(hdr_ext) - 1;
+	} else if (has_cmd(buf, len, hdr)) {
+		skip = Q3_OOB_PREFIX_LEN + sizeof(hdr) - 1;
+	} else {
+		return -EBADMSG;
+	}
+	r = rd_init(buf + skip, len - skip);
+	out->entries = r.p;
+	while (r.left > 0) {
+		uint8_t c = r.p[0];
+
+		/* The mark is a fake IPv4 server "EOT\0\0\0" (techinfo 3.5),
+		 * taken as the mark only at the very end, as clients do. */
+		if (r.left == sizeof(eot_mark) && memcmp(r.p, eot_mark, sizeof(eot_mark)) == 0) {
+			out->eot = true;
+			break;
+		}
+		if (c == '\\' && r.left >= ENTRY_V4) {
+			(void)rd_bytes(&r, ENTRY_V4);
+		} else if (c == '/' && out->ext && r.left >= ENTRY_V6) {
+			(void)rd_bytes(&r, ENTRY_V6);
+		} else {
+			memset(out, 0, sizeof(*out));
+			return -EBADMSG;
+		}
+		out->n++;
+	}
+	out->entries_len = (size_t)(r.p - out->entries);
+	return 0;
+}
+
+bool q3_getservers_resp_next(const struct q3_getservers_resp *r, size_t *off, struct q3_srv *out)
+{
+	struct rd rd;
+	const uint8_t *ip;
+	size_t iplen;
+
+	if (*off >= r->entries_len)
+		return false;
+	rd = rd_init(r->entries + *off, r->entries_len - *off);
+	memset(out, 0, sizeof(*out));
+	out->v6 = rd_u8(&rd) == '/';
+	iplen = out->v6 ? 16 : 4;
+	ip = rd_bytes(&rd, iplen);
+	out->port = rd_be16(&rd);
+	/* Only a decoded datagram gets here: its entries are whole. */
+	if (rd.bad)
+		return false;
+	memcpy(out->ip, ip, iplen);
+	*off = r->entries_len - rd.left;
+	return true;
+}
+
 /* ---- Game declarations ---- */
 
 /* A name or tag in a --q3-game spec. */

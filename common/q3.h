@@ -224,6 +224,46 @@ struct q3_srvlist {
 ssize_t q3_encode_getservers_resp(uint8_t *buf, size_t cap, const struct q3_srvlist *in,
 				  size_t *taken);
 
+/*
+ * The request a client sends, from a struct q3_getservers: getserversExt
+ * when flags has Q3_GS_EXT (game name required, then ipv4 / ipv6 as the
+ * flags ask), getservers with the game name first when one is given
+ * (DarkPlaces games), anonymous "getservers <protocol>" otherwise; then
+ * empty, full and gametype=X as asked. q3_decode_getservers reads it back
+ * to the same struct. Returns the length; -EINVAL for a missing or
+ * non-printable game name, a game name of digits only in a getservers (it
+ * would read as the protocol), a negative protocol or a bad game type;
+ * -EMSGSIZE when it does not fit.
+ */
+int q3_encode_getservers(uint8_t *buf, size_t size, const struct q3_getservers *req);
+
+/*
+ * One datagram of an answer, checked whole before any entry is used:
+ * "\xff\xff\xff\xffgetserversResponse" or "...getserversExtResponse", then
+ * entries ('\\' + 4-byte IPv4 + port; '/' + 16-byte IPv6 + port in the Ext
+ * answer only; big-endian), then optionally the mark "\\EOT\0\0\0" as the
+ * datagram's last 7 bytes (dpmaster 2.x puts it on the last datagram of an
+ * answer only; before 2.0, on every one).
+ */
+struct q3_getservers_resp {
+	bool ext;               /* getserversExtResponse */
+	bool eot;               /* the datagram ends with the mark */
+	size_t n;               /* servers in it, the mark not counted */
+	const uint8_t *entries; /* view into buf: the entries, mark excluded */
+	size_t entries_len;
+};
+
+/*
+ * Decodes one datagram of a getservers(Ext)Response. Returns 0; -EBADMSG
+ * for anything else (no prefix or header, an entry cut short, a byte that
+ * starts no entry, an IPv6 entry in a getserversResponse).
+ */
+int q3_decode_getservers_resp(const uint8_t *buf, size_t len, struct q3_getservers_resp *out);
+
+/* The next server of a decoded datagram into *out; *off starts at 0 and is
+ * advanced. Returns false after the last one. */
+bool q3_getservers_resp_next(const struct q3_getservers_resp *r, size_t *off, struct q3_srv *out);
+
 /* ---- Game declarations: --q3-game NAME:heartbeat=TAG[,...] ---- */
 
 #define Q3_GAME_MAX_PROTOCOLS (16)

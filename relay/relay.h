@@ -3,11 +3,13 @@
  *
  * main.c builds a struct relay from the command line and wires the modules:
  * relay_proxy.c (public socket, sessions, filter, limiter, ban check),
+ * relay_qcache.c (query cache, reply budgets, attack mode, known players),
  * relay_heartbeat.c (server probe and master heartbeats), relay_bans.c (ban
  * table and its state file), relay_control.c (the HTTP control API),
  * relay_tunnel.c (the coa-compatible tunnel's public side, with
  * relay_tunmsg.c its messages and relay_keys.c the realms' keys),
- * relay_agent.c (its home side, `rally-relay agent`).
+ * relay_agent.c (its home side, `rally-relay agent`), relay_listing.c (is
+ * the server in each master's list?).
  */
 #ifndef RELAY_H
 #define RELAY_H
@@ -18,6 +20,7 @@
 
 #include "addr.h"
 #include "ev.h"
+#include "relay_qcache.h"
 #include "relay_srvfile.h"
 
 /* The seed's constants (etrelay ENGINE v2, "Constants"). */
@@ -44,6 +47,11 @@
 /* Queries forwarded per second from all sources together (--query-budget). */
 #define RELAY_QUERY_BUDGET     (100)
 #define RELAY_CONTROL_RETRY_MS (10LL * 1000)
+/* The listing check (relay_listing.c): how often, how soon after the first
+ * heartbeat, how long one attempt waits for the whole answer. */
+#define RELAY_LISTING_INTERVAL_S (300)   /* --listing-interval */
+#define RELAY_LISTING_DELAY_MS   (10000) /* --listing-delay */
+#define RELAY_LISTING_TIMEOUT_MS (3000)  /* --listing-timeout */
 
 /* The process's configuration; each fronted server has its own
  * (struct relay_server_cfg, relay_srvfile.h). */
@@ -72,6 +80,8 @@ struct relay_cfg {
 	unsigned tunnel_max_allocs_player, tunnel_max_streams;
 	long long tunnel_alloc_timeout_ms, tunnel_idle_timeout_ms, tunnel_handshake_timeout_ms;
 	long long tunnel_ping_ms, tunnel_connect_timeout_ms;
+	/* The query cache, reply budgets, attack mode (relay_qcache.h). */
+	struct relay_qcache_cfg qcache;
 };
 
 #define RELAY_TUNNEL_PORT_MIN          (40000)
@@ -96,6 +106,7 @@ enum relay_drop {
 	RELAY_DROP_SESSION_CAP,
 	RELAY_DROP_SEND_ERROR,
 	RELAY_DROP_QUERY_BUDGET,
+	RELAY_DROP_ATTACK_MODE,
 	RELAY_DROP_NREASONS
 };
 
@@ -205,6 +216,13 @@ size_t relay_proxy_ratelim_count(const struct relay_proxy *p);
 void relay_proxy_deliver(struct relay_proxy *p, uint32_t sid, const uint8_t *buf, size_t len);
 /* Datagrams the kernel dropped on the public socket, or -1 if unknown. */
 long long relay_proxy_kernel_drops(const struct relay_proxy *p);
+/* An answer of our own for the public sockets' batch: write at most *room
+ * bytes into the slot, then push it with its length, destination and the
+ * public socket it leaves from (the one the asker came in on). */
+uint8_t *relay_proxy_out_slot(struct relay_proxy *p, size_t *room);
+void relay_proxy_out_push(struct relay_proxy *p, uint8_t pub, const struct addr *to, size_t len);
+/* The proxy's query cache (NULL: none). */
+struct relay_qcache *relay_proxy_qcache(const struct relay_proxy *p);
 
 struct relay_session_info {
 	struct addr client;
@@ -269,6 +287,73 @@ bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct ad
 void relay_heartbeat_note_query(struct relay_heartbeat *hb, const struct addr_ip *ip);
 /* The probe's verdict in *up; false while the server was never probed. */
 bool relay_heartbeat_server_up(const struct relay_heartbeat *hb, bool *up);
+
+/* Where master i (--master order) was last resolved to in family
+ * (AF_INET, AF_INET6), i.e. where that family's heartbeats went; false
+ * before such a resolution. */
+bool relay_heartbeat_master_addr(const struct relay_heartbeat *hb, size_t i, int family,
+				 struct addr *out);
+/* Starts a heartbeat cycle now (a master has lost the server). */
+void relay_heartbeat_kick(struct relay_heartbeat *hb);
+/* Its listing check (NULL when off). */
+struct relay_listing *relay_heartbeat_listing(const struct relay_heartbeat *hb);
+
+/* ---- relay_listing.c: is the server in each master's list? ---- */
+
+struct relay_listing;
+struct json_object;
+struct q3_srv;
+
+/* The checks of srv's masters (its heartbeat instance hb), every
+ * listing-interval; hb keeps a pointer to it and frees it
+ * (relay_heartbeat_new/free/shutdown call these). NULL, errno set, on
+ * failure. */
+struct relay_listing *relay_listing_new(struct relay_server *srv, struct relay_heartbeat *hb);
+void relay_listing_free(struct relay_listing *l);
+/* The server's own infoResponse to a probe: its protocol and game name
+ * are what the requests ask for. */
+void relay_listing_note_info(struct relay_listing *l, const uint8_t *buf, size_t len);
+/* Heartbeats went out (alive: the heartbeat tag; else the flatline). The
+ * first alive one, and the first after a flatline or a lost listing, bring
+ * the next check forward to --listing-delay from now. */
+void relay_listing_heartbeat_sent(struct relay_listing *l, bool alive);
+/* Appends the Prometheus lines of every server's checks. */
+void relay_listing_metrics(const struct relay *r, struct strbuf *out);
+/* The state of the checks, for /healthz and /status (a new object). */
+struct json_object *relay_listing_json(const struct relay_listing *l);
+
+/* How a listed address was recognised as ours, weakest first. */
+enum relay_listing_match {
+	RELAY_MATCH_NONE,
+	RELAY_MATCH_PORT,   /* the front port at some address: weak */
+	RELAY_MATCH_LOCAL,  /* the front port at one of this host's addresses */
+	RELAY_MATCH_BIND,   /* the (specific) bind address and port */
+	RELAY_MATCH_PUBLIC, /* --public-address */
+};
+#define RELAY_LISTING_MAX_LOCAL (32)
+/* What "ours" is for one master: the rule is the match a listing needs
+ * (PUBLIC with --public-address; BIND with a specific bind address the
+ * master can see; else LOCAL, and a PORT match is taken, as weak). */
+struct relay_listing_self {
+	enum relay_listing_match rule;
+	struct addr_ip ip; /* the public or bind address (PUBLIC, BIND) */
+	uint16_t port;     /* the public or front port */
+	struct addr_ip local[RELAY_LISTING_MAX_LOCAL];
+	size_t nlocal;
+};
+/* Fills self for a master at `master` (all but the local addresses): the
+ * front of the master's family is bound to listen; pub is the
+ * public-address of that family (NULL: none; port 0: the front port). A specific bind address in private space (RFC 1918,
+ * 100.64/10, link-local, ULA) is not what a master outside it sees, so
+ * there it gives LOCAL, not BIND. */
+void relay_listing_self_init(struct relay_listing_self *self, const struct addr *listen,
+			     const struct addr *pub, const struct addr *master);
+/* How one listed server matches self (pure). */
+enum relay_listing_match relay_listing_match(const struct relay_listing_self *self,
+					     const struct q3_srv *s);
+/* Whether a best match of m means listed under self's rule. */
+bool relay_listing_enough(const struct relay_listing_self *self, enum relay_listing_match m);
+const char *relay_listing_match_name(enum relay_listing_match m);
 
 /* ---- relay_bans.c ---- */
 

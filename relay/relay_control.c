@@ -2,7 +2,7 @@
  * The control API: sessions, bans, servers, metrics, health, over HTTP with
  * a bearer token.
  *
- *   GET    /healthz            no token needed
+ *   GET    /healthz            no token needed; which masters list the servers
  *   GET    /sessions           open sessions: server, real client, upstream
  *                              port, ... (?server=NAME: that server's)
  *   GET    /bans               the global bans (every server)
@@ -178,6 +178,14 @@ static void get_sessions(struct relay_control *c, struct httpd_req *req)
 	json_object_put(x.arr);
 }
 
+/* srv's listing check (relay_listing.c), or null when it has none. */
+static struct json_object *listing_json(const struct relay_server *srv)
+{
+	const struct relay_listing *l = srv != NULL ? relay_heartbeat_listing(srv->hb) : NULL;
+
+	return l != NULL ? relay_listing_json(l) : NULL;
+}
+
 /* One master of srv's, as GET /status shows it. */
 static struct json_object *status_master(const struct relay_server *srv, size_t i)
 {
@@ -203,6 +211,27 @@ static struct json_object *status_master(const struct relay_server *srv, size_t 
 	json_object_object_add(o, "resolve_errors", json_object_new_uint64(mi.resolve_errors));
 	json_object_object_add(o, "send_errors", json_object_new_uint64(mi.send_errors));
 	json_object_object_add(o, "queries", json_object_new_uint64(mi.queries));
+	return o;
+}
+
+/* The query cache's state (relay_qcache.c); null when it has none. */
+static struct json_object *qcache_json(const struct relay_server *srv)
+{
+	struct relay_qcache_state st;
+	struct json_object *o, *age;
+
+	if (!relay_qcache_state(relay_proxy_qcache(srv->proxy), &st))
+		return NULL;
+	o = json_object_new_object();
+	age = json_object_new_object();
+	json_object_object_add(o, "on", json_object_new_boolean(st.on));
+	json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
+	json_object_object_add(o, "attack_mode", json_object_new_boolean(st.attack));
+	json_object_object_add(o, "unverified_pps", json_object_new_uint64(st.unverified_pps));
+	json_object_object_add(o, "known_players", json_object_new_uint64(st.known));
+	json_object_object_add(age, "getinfo", json_object_new_int64(st.age_ms[0]));
+	json_object_object_add(age, "getstatus", json_object_new_int64(st.age_ms[1]));
+	json_object_object_add(o, "age_ms", age);
 	return o;
 }
 
@@ -253,6 +282,7 @@ static void get_status(struct relay_control *c, struct httpd_req *req)
 			       json_object_new_uint64(banlist_count(relay_bans_list(r->bans))));
 	json_object_object_add(o, "max_bans", json_object_new_int(RELAY_MAX_BANS));
 	json_object_object_add(o, "tunnel", json_object_new_boolean(r->tunnel != NULL));
+	json_object_object_add(o, "query_cache", srv != NULL ? qcache_json(srv) : NULL);
 	names = json_object_new_array();
 	for (size_t i = 0; i < r->nservers; i++)
 		json_object_array_add(names, json_object_new_string(r->servers[i]->cfg.name));
@@ -271,6 +301,7 @@ static void get_status(struct relay_control *c, struct httpd_req *req)
 	}
 	json_object_object_add(hb, "masters", masters);
 	json_object_object_add(o, "heartbeat", hb);
+	json_object_object_add(o, "listing", listing_json(srv));
 	httpd_reply_json(req, 200, o);
 	json_object_put(o);
 }
@@ -483,6 +514,8 @@ static struct json_object *server_json(const struct relay_control *c,
 	json_object_object_add(o, "drops", d);
 	json_object_object_add(o, "heartbeat_tag", json_object_new_string(srv->cfg.heartbeat_tag));
 	json_object_object_add(o, "heartbeats", masters_json(srv, now));
+	json_object_object_add(o, "listing", listing_json(srv));
+	json_object_object_add(o, "query_cache", qcache_json(srv));
 	return o;
 }
 
@@ -508,30 +541,45 @@ static void server_healthz(struct httpd_req *req, const struct relay_server *srv
 	json_object_object_add(o, "state", json_object_new_string(relay_server_state_name(st)));
 	json_object_object_add(o, "sessions",
 			       json_object_new_uint64(relay_proxy_session_count(srv->proxy)));
+	json_object_object_add(o, "listing", listing_json(srv));
 	httpd_reply_json(req, st == RELAY_SERVER_DOWN ? 503 : 200, o);
 	json_object_put(o);
 }
 
+/*
+ * Alive, and which masters list each server, since when and why not
+ * (relay_listing.c). 200 either way: a process that runs is healthy; a
+ * missing listing is for alerts, not for restarts. The classic relay's
+ * answer is what it always was, {"status":"ok"}, plus "listing" when it
+ * heartbeats.
+ */
 static void healthz(struct relay_control *c, struct httpd_req *req)
 {
-	struct json_object *o, *d;
+	struct json_object *o = json_object_new_object(), *d, *l;
 
-	/* The classic relay's answer stays what it always was. */
+	json_object_object_add(o, "status", json_object_new_string("ok"));
 	if (c->r->cfg.servers_file[0] == '\0') {
-		httpd_reply(req, 200, "application/json", "{\"status\":\"ok\"}", 15);
+		l = c->r->nservers > 0 ? listing_json(c->r->servers[0]) : NULL;
+		if (l != NULL)
+			json_object_object_add(o, "listing", l);
+		httpd_reply_json(req, 200, o);
+		json_object_put(o);
 		return;
 	}
-	o = json_object_new_object();
 	d = json_object_new_object();
-	json_object_object_add(o, "status", json_object_new_string("ok"));
+	l = json_object_new_object();
 	for (size_t i = 0; i < c->r->nservers; i++) {
 		const struct relay_server *srv = c->r->servers[i];
+		struct json_object *one = listing_json(srv);
 
 		json_object_object_add(d, srv->cfg.name,
 				       json_object_new_string(relay_server_state_name(
 					       relay_heartbeat_state(srv->hb))));
+		if (one != NULL)
+			json_object_object_add(l, srv->cfg.name, one);
 	}
 	json_object_object_add(o, "servers", d);
+	json_object_object_add(o, "listing", l);
 	httpd_reply_json(req, 200, o);
 	json_object_put(o);
 }
@@ -756,6 +804,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	}
 	if (r->tunnel != NULL)
 		relay_tunnel_metrics(r->tunnel, &b);
+	relay_qcache_metrics(r, &b);
 	if (b.bad)
 		httpd_reply_error(req, 500, "metrics too large");
 	else

@@ -7,7 +7,9 @@
  * change). When both are done, send "heartbeat <tag>" - or the flatline tag
  * if the server never answered - to each master from the public socket, so
  * the master challenges the public address and lists it. The flatline also
- * goes out on a clean shutdown, and when the server is removed.
+ * goes out on a clean shutdown, and when the server is removed. Whether the
+ * masters did list it is relay_listing.c's question: this module owns that
+ * instance.
  *
  * One heartbeat per address family: a master whose name has both A and
  * AAAA records gets one over IPv4 and one over IPv6, each from the public
@@ -88,6 +90,8 @@ struct relay_heartbeat {
 	bool shutting_down;
 	void (*shutdown_done)(void *);
 	void *shutdown_arg;
+
+	struct relay_listing *listing; /* NULL: --listing-interval 0 */
 };
 
 static void start_cycle(struct relay_heartbeat *hb);
@@ -200,6 +204,7 @@ static void finish_cycle(struct relay_heartbeat *hb)
 	}
 	send_all(hb, hb->alive ? c->heartbeat_tag : c->flatline_tag,
 		 (const struct addr(*)[NFAM])job->out, (const bool(*)[NFAM])job->ok, NULL);
+	relay_listing_heartbeat_sent(hb->listing, hb->alive);
 	free(job);
 }
 
@@ -350,8 +355,10 @@ void relay_heartbeat_probe_answer(struct relay_heartbeat *hb, const uint8_t *buf
 	off = Q3_OOB_PREFIX_LEN + args.consumed;
 	/* Only the answer to this cycle's challenge proves it alive. */
 	if (info_get((const char *)buf + off, n - off, "challenge", &val, &vlen) == 0 &&
-	    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0)
+	    vlen == strlen(hb->challenge) && memcmp(val, hb->challenge, vlen) == 0) {
+		relay_listing_note_info(hb->listing, buf, n);
 		probe_finish(hb, true);
+	}
 }
 
 static void on_probe_reply(struct ev_io *io, uint32_t events, void *arg)
@@ -456,6 +463,9 @@ void relay_heartbeat_shutdown(struct relay_heartbeat *hb, const struct relay_ser
 	hb->shutting_down = true;
 	hb->shutdown_done = done;
 	hb->shutdown_arg = arg;
+	/* No more listing checks (nor early heartbeats) on the way out. */
+	relay_listing_free(hb->listing);
+	hb->listing = NULL;
 	spare_kept(hb, next);
 	ev_timer_stop(hb->r->loop, &hb->cycle_timer);
 	ev_timer_stop(hb->r->loop, &hb->probe_timer);
@@ -540,6 +550,7 @@ void relay_heartbeat_metrics(const struct relay *r, struct strbuf *out)
 				      relay_server_labels(hb->srv, NULL, lb, sizeof(lb)),
 				      hb->alive ? 1 : 0);
 	}
+	relay_listing_metrics(r, out);
 }
 
 enum relay_server_state relay_heartbeat_state(const struct relay_heartbeat *hb)
@@ -594,12 +605,38 @@ bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct ad
 
 void relay_heartbeat_note_query(struct relay_heartbeat *hb, const struct addr_ip *ip)
 {
-	/* XXX: O(masters x families) per query, at most 32 compares; queries
-	 * are rare next to game traffic and rate-limited after this. */
+	/* O(masters x families) per query, at most 32 address compares, before
+	 * the query cache's budgets: under a getstatus flood that is the
+	 * relay's dearest per-packet step after the cache's own lookups
+	 * (tools/bench/qcache's attack-mode figure includes it). */
 	int i = master_index(hb, ip);
 
 	if (i >= 0)
 		hb->queries[i]++;
+}
+
+bool relay_heartbeat_master_addr(const struct relay_heartbeat *hb, size_t i, int family,
+				 struct addr *out)
+{
+	int f = family == AF_INET ? F4 : F6;
+
+	if (i >= hb->c->nmasters || !hb->cached[i][f])
+		return false;
+	*out = hb->cache[i][f];
+	return true;
+}
+
+void relay_heartbeat_kick(struct relay_heartbeat *hb)
+{
+	if (hb->shutting_down)
+		return;
+	log_debug("heartbeat-early reason=not-listed");
+	start_cycle(hb);
+}
+
+struct relay_listing *relay_heartbeat_listing(const struct relay_heartbeat *hb)
+{
+	return hb != NULL ? hb->listing : NULL;
 }
 
 bool relay_heartbeat_server_up(const struct relay_heartbeat *hb, bool *up)
@@ -634,12 +671,18 @@ int relay_heartbeat_new(struct relay_server *srv)
 		if (hb->io == NULL)
 			goto fail;
 	}
+	if (srv->cfg.listing_interval_ms > 0) {
+		hb->listing = relay_listing_new(srv, hb);
+		if (hb->listing == NULL)
+			goto fail;
+	}
 	srv->hb = hb;
 	/* The first cycle runs at once, so the server is listed quickly. */
 	start_cycle(hb);
 	return 0;
 fail:
 	e = errno;
+	ev_io_del(hb->io, false);
 	if (hb->fd >= 0)
 		close(hb->fd);
 	free(hb);
@@ -657,6 +700,7 @@ void relay_heartbeat_free(struct relay_heartbeat *hb)
 		free(hb->job);
 	else if (hb->job != NULL)
 		hb->job->hb = NULL;
+	relay_listing_free(hb->listing);
 	ev_io_del(hb->io, true);
 	free(hb);
 }

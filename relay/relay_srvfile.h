@@ -21,8 +21,13 @@
  *
  * The keys are the long flags of one server: listen, server, master,
  * no-heartbeat (yes/no), heartbeat-tag, flatline-tag, heartbeat-interval,
- * query-budget, session-timeout, probe-timeout, max-sessions,
- * unconfirmed-timeout, transparent (yes/no); the same words, ranges and units as on the command
+ * query-budget, listing-interval, public-address, session-timeout,
+ * probe-timeout, max-sessions, unconfirmed-timeout, listing-delay,
+ * listing-timeout, and the query cache's (query-cache,
+ * query-cache-refresh, query-cache-max-age, engine-query-limit,
+ * engine-query-reserve, reply-budget, reply-base, source-budget,
+ * source-prefix, known-budget, reply-sources, attack-threshold,
+ * attack-hold, known-hours, known-max), transparent (yes/no); the same words, ranges and units as on the command
  * line, where main.c sets the one unnamed server through the same
  * relay_server_cfg_set. A '#' or ';' starts a comment at the start of a
  * line, a '#' after white space one at its end.
@@ -35,6 +40,7 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "relay_qcache.h"
 
 #define RELAY_MAX_MASTERS (16)
 #define RELAY_HOST_MAX    (256)
@@ -88,13 +94,21 @@ struct relay_server_cfg {
 	long long unconfirmed_timeout_ms;
 	unsigned max_sessions;
 	unsigned query_budget; /* per second, all sources; 0 = off */
+	/* The listing check (relay_listing.c): interval 0 = off. */
+	long long listing_interval_ms, listing_delay_ms, listing_timeout_ms;
+	/* public-address: the front address the masters see, at most one
+	 * per family (port 0: the front port of that family). */
+	struct addr public_addr[RELAY_MAX_LISTEN];
+	size_t npublic;
+	/* The query cache, reply budgets, attack mode, known players. */
+	struct relay_qcache_cfg qcache;
 	/* Upstream sockets bound to the players' addresses
 	 * (relay_transparent.h). */
 	bool transparent;
 	/* Parsing state: whether this section (or the command line) gave a
 	 * listen / master / no-heartbeat line yet; the first listen or master
 	 * line replaces the inherited list. */
-	bool listen_here, masters_here, nohb_here;
+	bool listen_here, masters_here, nohb_here, public_here;
 };
 
 /* The seed's values for one server (listen 0.0.0.0:27960, etrelay's tags,

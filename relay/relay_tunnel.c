@@ -1061,9 +1061,10 @@ static bool dgram_in(struct relay_tunnel *t, const struct tun_host *h, uint32_t 
 
 	if (srv == NULL)
 		return false;
-	if (sid == 0)
+	if (sid == 0) {
 		relay_heartbeat_probe_answer(srv->hb, p, n);
-	else
+		relay_qcache_answer(relay_proxy_qcache(srv->proxy), p, n);
+	} else
 		relay_proxy_deliver(srv->proxy, sid, p, n);
 	return true;
 }

@@ -328,6 +328,15 @@
     frag.appendChild(tile('Bans', num(status && status.bans) + ' / ' + num(status && status.max_bans), null));
     frag.appendChild(tile('Refused tokens', String(num(last.get(unauth))) + ' total',
       spark(countPoints([unauth]), true, 'refused control requests')));
+    // The query cache's attack mode (relay_qcache.c), when the relay has one.
+    const atk = k('rally_relay_attack_mode', {});
+    const pps = k('rally_relay_unverified_pps', {});
+    const known = k('rally_relay_known_players', {});
+    if (last.has(atk)) {
+      frag.appendChild(tile('Attack mode', (num(last.get(atk)) ? 'ON' : 'off') + ', ' +
+        num(last.get(pps)) + ' unverified/s, ' + num(last.get(known)) + ' known players',
+      spark(gaugePoints(pps), false, 'unverified datagrams per second')));
+    }
     $('tiles').replaceChildren(frag);
   }
 
@@ -439,6 +448,13 @@
     $('drops-window').textContent = windowText();
   }
 
+  /* The listing check's row for a master (GET /status "listing"). */
+  /* A master's rows of the listing check, one per address family. */
+  function listingOf(name) {
+    const ms = status && status.listing && Array.isArray(status.listing.masters) ? status.listing.masters : [];
+    return ms.filter((x) => x && typeof x === 'object' && str(x.master) === name);
+  }
+
   function drawMasters() {
     const list = status && status.heartbeat && Array.isArray(status.heartbeat.masters) ? status.heartbeat.masters : [];
     const now = serverNow();
@@ -460,6 +476,18 @@
       cell(tr, 'Flatlines', num(m.flatlines), 'num');
       cell(tr, 'Errors', num(m.resolve_errors) + num(m.send_errors), 'num');
       cell(tr, "Master's queries", num(m.queries), 'num queries');
+      const rows = listingOf(name);
+      let lcls = 'listed';
+      const parts = rows.map((l) => {
+        const fam = rows.length > 1 ? str(l.family) + ' ' : '';
+        if (l.listed === true) return fam + 'yes' + (l.weak ? ' (port only)' : '') + ' · ' + dur(now - num(l.since));
+        if (l.listed === false) {
+          lcls = 'listed bad';
+          return fam + 'no · ' + str(l.outcome) + ' · ' + dur(now - num(l.since));
+        }
+        return fam + 'not checked yet';
+      });
+      cell(tr, 'Listed', parts.length ? parts.join(' / ') : 'not checked yet', lcls);
       cell(tr, 'In window', sumIncrements(ks), 'num window');
       cell(tr, 'History', spark(countPoints(ks), true, 'heartbeats to ' + name), 'chart');
       frag.appendChild(tr);

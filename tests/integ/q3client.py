@@ -1,29 +1,23 @@
-"""A scripted Quake 3 (ioquake3 1.36, protocol 71) client for the tests:
-enough of a real client's handshake that an unmodified OpenArena server
-puts it in a client slot, so the server's own `status` lists it with the
-address it sees.
+"""A Quake 3 (ioquake3 protocol 71) client handshake from Python, for the
+relay's query cache and attack-mode scenarios: getchallenge, then connect
+with the userinfo Huffman-compressed as the engine's NET_OutOfBandData does
+(adaptive Huffman from byte 12, code/qcommon/huffman.c's algorithm: FGK
+updates with ranks kept as a list; written here from the algorithm, checked
+against the real server: it answers connectResponse), then netchan packets
+with the protocol-71 checksum so the server keeps the client and keeps
+sending it snapshots (about 20 a second, sv_fps) for as long as it talks.
 
-  getchallenge <n> Quake3Arena   -> challengeResponse <challenge> <n> 71
-  connect "<userinfo>"           -> connectResponse <challenge>
+The payload after the netchan header is not a valid client message (that
+needs the engine's static Huffman table); the server reads it, ignores it
+and still counts the packet as the client's sign of life. For the relay it
+is what a player is: the server answered connectResponse to its address and
+the address then sent game traffic."""
 
-The connect's userinfo travels compressed with the engine's adaptive
-Huffman code (ioquake3 NET_OutOfBandData -> Huff_Compress(msg, 12), from
-the byte after "connect "): this module implements that code (the adaptive
-Huffman of Sayood's book as ioquake3 keeps it: a tree whose node ranks are
-the order of a doubly-linked list), written for these tests from the
-algorithm's description and checked against the real server, which
-accepts the connect only if it decodes.
-
-Usable as a module (Q3Client) or as a program inside a namespace:
-  python3 q3client.py HOST PORT [--name N] [--bind IP:PORT] [--hold S]
-prints "connected local=IP:PORT" and keeps its socket for --hold seconds
-(the server keeps a connected client's slot for sv_timeout, 200 s, without
-hearing from it).
-"""
-
+import os
 import random
 import socket
-import sys
+import struct
+import threading
 import time
 
 OOB = b"\xff\xff\xff\xff"
@@ -32,129 +26,130 @@ INTERNAL = 257
 
 
 class _Node:
-    __slots__ = ("symbol", "weight", "parent", "left", "right", "next", "prev", "head")
+    __slots__ = ("sym", "weight", "parent", "left", "right", "next", "prev", "block")
 
-    def __init__(self, symbol, weight):
-        self.symbol = symbol
-        self.weight = weight
-        self.parent = self.left = self.right = self.next = self.prev = None
-        self.head = None
+    def __init__(self, sym, weight):
+        self.sym, self.weight = sym, weight
+        self.parent = self.left = self.right = self.next = self.prev = self.block = None
 
 
-class _Cell:
-    """What a node's head points at: the highest-ranked node of its weight
-    block, shared by the nodes of the block."""
-    __slots__ = ("node",)
+class _Block:
+    """The nodes of one weight share a block; top is the highest-ranked."""
+    __slots__ = ("top",)
 
-    def __init__(self, node=None):
-        self.node = node
+    def __init__(self, top):
+        self.top = top
+
+
+def _swaplist(a, b):
+    """Swaps two nodes' places in the rank list."""
+    if a is b:
+        return
+    if b.next is a:
+        a, b = b, a
+    if a.next is b:
+        p, n = a.prev, b.next
+        b.prev, b.next, a.prev, a.next = p, a, b, n
+        if p is not None:
+            p.next = b
+        if n is not None:
+            n.prev = a
+        return
+    ap, an, bp, bn = a.prev, a.next, b.prev, b.next
+    a.prev, a.next, b.prev, b.next = bp, bn, ap, an
+    for x, y in ((ap, b), (bp, a)):
+        if x is not None:
+            x.next = y
+    for x, y in ((an, b), (bn, a)):
+        if x is not None:
+            x.prev = y
 
 
 class AdaptiveHuffman:
+    """The tree both ends grow as symbols go by. The list runs from the NYT
+    node (weight 0, lowest rank) up; a node whose weight grows first trades
+    places (in the tree too, unless it is its parent) with the highest-ranked
+    node of its weight."""
+
     def __init__(self):
-        nyt = _Node(NYT, 0)
-        self.tree = self.lhead = nyt
-        self.loc = {NYT: nyt}
+        self.nyt = _Node(NYT, 0)
+        self.root = self.nyt
+        self.loc = {NYT: self.nyt}
 
-    def _swap(self, a, b):
+    def _swap_tree(self, a, b):
         pa, pb = a.parent, b.parent
-        if pa is not None:
-            if pa.left is a:
-                pa.left = b
-            else:
-                pa.right = b
+        if pa is None:
+            self.root = b
+        elif pa.left is a:
+            pa.left = b
         else:
-            self.tree = b
-        if pb is not None:
-            if pb.left is b:
-                pb.left = a
-            else:
-                pb.right = a
+            pa.right = b
+        if pb is None:
+            self.root = a
+        elif pb.left is b:
+            pb.left = a
         else:
-            self.tree = a
+            pb.right = a
         a.parent, b.parent = pb, pa
-
-    @staticmethod
-    def _swaplist(a, b):
-        a.next, b.next = b.next, a.next
-        a.prev, b.prev = b.prev, a.prev
-        if a.next is a:
-            a.next = b
-        if b.next is b:
-            b.next = a
-        if a.next is not None:
-            a.next.prev = a
-        if b.next is not None:
-            b.next.prev = b
-        if a.prev is not None:
-            a.prev.next = a
-        if b.prev is not None:
-            b.prev.next = b
 
     def _increment(self, node):
         if node is None:
             return
         if node.next is not None and node.next.weight == node.weight:
-            lnode = node.head.node
-            if lnode is not node.parent:
-                self._swap(lnode, node)
-            self._swaplist(lnode, node)
+            top = node.block.top
+            if top is not node.parent:
+                self._swap_tree(top, node)
+            _swaplist(top, node)
         if node.prev is not None and node.prev.weight == node.weight:
-            node.head.node = node.prev
+            node.block.top = node.prev
         else:
-            node.head.node = None
+            node.block.top = None
         node.weight += 1
         if node.next is not None and node.next.weight == node.weight:
-            node.head = node.next.head
+            node.block = node.next.block
         else:
-            node.head = _Cell(node)
-        if node.parent is not None:
-            self._increment(node.parent)
-            if node.prev is node.parent:
-                self._swaplist(node, node.parent)
-                if node.head.node is node:
-                    node.head.node = node.parent
+            node.block = _Block(node)
+        parent = node.parent
+        if parent is not None:
+            self._increment(parent)
+            if node.prev is parent:
+                _swaplist(node, parent)
+                if node.block.top is node:
+                    node.block.top = parent
 
-    def add_ref(self, ch):
-        if ch not in self.loc:
-            leaf = _Node(ch, 1)
-            inner = _Node(INTERNAL, 1)
-            lh = self.lhead
-            inner.next = lh.next
-            if lh.next is not None:
-                lh.next.prev = inner
-                inner.head = lh.next.head if lh.next.weight == 1 else _Cell(inner)
-            else:
-                inner.head = _Cell(inner)
-            lh.next = inner
-            inner.prev = lh
-            leaf.next = lh.next
-            if lh.next is not None:
-                lh.next.prev = leaf
-                leaf.head = lh.next.head if lh.next.weight == 1 else _Cell(inner)
-            else:
-                leaf.head = _Cell(leaf)
-            lh.next = leaf
-            leaf.prev = lh
-            if lh.parent is not None:
-                if lh.parent.left is lh:
-                    lh.parent.left = inner
-                else:
-                    lh.parent.right = inner
-            else:
-                self.tree = inner
-            inner.right = leaf
-            inner.left = lh
-            inner.parent = lh.parent
-            lh.parent = leaf.parent = inner
-            self.loc[ch] = leaf
-            self._increment(inner.parent)
+    def add(self, ch):
+        leaf = self.loc.get(ch)
+        if leaf is not None:
+            self._increment(leaf)
+            return
+        # A new symbol: the NYT node becomes an inner node's left child,
+        # the new leaf its right one; both enter the list just above NYT.
+        nyt = self.nyt
+        inner = _Node(INTERNAL, 1)
+        first = nyt.next
+        inner.next = first
+        if first is not None:
+            first.prev = inner
+            inner.block = first.block if first.weight == 1 else _Block(inner)
         else:
-            self._increment(self.loc[ch])
+            inner.block = _Block(inner)
+        nyt.next, inner.prev = inner, nyt
+        leaf = _Node(ch, 1)
+        leaf.next, inner.prev, leaf.block = inner, leaf, inner.block
+        nyt.next, leaf.prev = leaf, nyt
+        parent = nyt.parent
+        if parent is None:
+            self.root = inner
+        elif parent.left is nyt:
+            parent.left = inner
+        else:
+            parent.right = inner
+        inner.left, inner.right, inner.parent = nyt, leaf, parent
+        nyt.parent = leaf.parent = inner
+        self.loc[ch] = leaf
+        self._increment(parent)
 
-    def code(self, ch):
-        """The bits that name ch (NYT when it is new), root first."""
-        node = self.loc[ch]
+    def code(self, node):
         bits = []
         while node.parent is not None:
             bits.append(1 if node.parent.right is node else 0)
@@ -164,31 +159,35 @@ class AdaptiveHuffman:
 
 
 def huff_compress(data):
-    """Huff_Compress of data: a big-endian 16-bit length, then the codes,
-    bits filled from bit 0 of each byte, plus one byte (the engine adds 8
-    bits to the end before rounding down)."""
+    """What Huff_Compress makes of data: its length (2 bytes, big-endian),
+    then the code bits, least significant bit of each byte first; a new
+    symbol is the NYT code and its 8 bits, most significant first."""
     h = AdaptiveHuffman()
     bits = []
     for ch in data:
-        if ch in h.loc:
-            bits += h.code(ch)
+        leaf = h.loc.get(ch)
+        if leaf is None:
+            bits += h.code(h.nyt) + [(ch >> i) & 1 for i in range(7, -1, -1)]
         else:
-            bits += h.code(NYT)
-            bits += [(ch >> i) & 1 for i in range(7, -1, -1)]
-        h.add_ref(ch)
-    nbits = len(bits) + 8
-    out = bytearray((nbits + 7) // 8 + 1)
+            bits += h.code(leaf)
+        h.add(ch)
+    if 16 + len(bits) >= len(data) * 8:
+        # The engine's encoder stops at size * 8 bits: never the case
+        # for a userinfo string, which repeats its characters.
+        raise ValueError("does not compress")
+    out = bytearray([len(data) >> 8, len(data) & 0xff])
+    out += bytes(((16 + len(bits) + 8) >> 3) - 2)
     for i, b in enumerate(bits):
-        out[i >> 3] |= b << (i & 7)
-    return bytes([len(data) >> 8, len(data) & 0xFF]) + bytes(out[:nbits >> 3])
+        pos = 16 + i
+        out[pos >> 3] |= b << (pos & 7)
+    return bytes(out)
 
 
-def huff_decompress(data):
-    """The inverse, for the unit check below."""
-    n = data[0] << 8 | data[1]
-    buf = data[2:]
+def huff_decompress(buf):
+    """Huff_Decompress, for checking huff_compress."""
+    n = buf[0] * 256 + buf[1]
     h = AdaptiveHuffman()
-    pos = 0
+    pos = 16
     out = bytearray()
 
     def bit():
@@ -197,108 +196,132 @@ def huff_decompress(data):
         pos += 1
         return b
     for _ in range(n):
-        node = h.tree
-        while node.symbol == INTERNAL:
+        node = h.root
+        while node.sym == INTERNAL:
             node = node.right if bit() else node.left
-        ch = node.symbol
+        ch = node.sym
         if ch == NYT:
             ch = 0
             for _ in range(8):
                 ch = (ch << 1) | bit()
         out.append(ch)
-        h.add_ref(ch)
+        h.add(ch)
     return bytes(out)
 
 
-class Q3Client:
-    """One player: its own UDP socket (bound where the caller says)."""
+class Refused(Exception):
+    pass
 
-    def __init__(self, server, name="rally", bind=None, protocol=71):
+
+class Q3Player:
+    """One player: its own UDP socket (bound to ip), the handshake with
+    server (the relay's public address, or the game server itself), then a
+    thread that sends a netchan packet every interval and counts what the
+    server sends back. Stop with close() (the harness's cleanups do)."""
+
+    def __init__(self, env, server, ip="127.0.0.1", name="rallyplayer", timeout=10,
+                 interval=0.05):
         self.server = server
+        self.sock = env.udp(ip)
+        self.addr = self.sock.getsockname()
         self.name = name
-        self.protocol = protocol
-        v6 = ":" in server[0]
-        self.sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(bind or (("::" if v6 else "0.0.0.0"), 0))
-        self.qport = random.randint(1, 65535)
-        self.seq = 1
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.received = []      # (monotonic time, length) of game packets
+        self.oob = []           # out-of-band answers after the handshake
+        self.sent = 0
+        self.stop_flag = False
+        self.challenge = None
+        self.qport = random.randrange(1, 65535)
+        self.handshake(timeout)
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+        env.cleanups.append(self.close)
 
     def _ask(self, payload, want, timeout):
-        """Sends payload (again each second) until an out-of-band answer
-        whose first word is want arrives; returns its words."""
         deadline = time.monotonic() + timeout
         last = 0
         while time.monotonic() < deadline:
             now = time.monotonic()
-            if now - last >= 1.0:
+            if now - last >= 0.5:  # a real client resends every 500 ms or so
                 self.sock.sendto(payload, self.server)
                 last = now
-            self.sock.settimeout(max(0.01, min(0.2, deadline - time.monotonic())))
+            self.sock.settimeout(max(0.01, min(0.1, deadline - time.monotonic())))
             try:
                 data, _ = self.sock.recvfrom(65535)
             except socket.timeout:
                 continue
-            if not data.startswith(OOB):
-                continue
-            words = data[4:].decode("latin-1").split()
-            if words and words[0] == want:
-                return words
-            if words and words[0] == "print":
-                raise RuntimeError("server refused: %r" % data[4:].decode("latin-1"))
-        raise TimeoutError("no %s from %r" % (want, self.server))
+            if data.startswith(OOB + b"print"):
+                raise Refused(data[4:].decode("latin-1", "replace").strip())
+            if data.startswith(OOB + want):
+                return data
+        raise Refused("no %s from %s:%d within %ss" % (want.decode(), self.server[0],
+                                                       self.server[1], timeout))
 
-    def connect(self, timeout=10):
-        mine = random.randint(1, 2**31 - 1)
-        words = self._ask(OOB + b"getchallenge %d Quake3Arena" % mine, "challengeResponse",
-                          timeout)
-        challenge = words[1]
-        # OpenArena's game refuses a client without a GUID (32 hex digits,
-        # what ioquake3 derives from its qkey file).
-        info = ("\\challenge\\%s\\qport\\%d\\protocol\\%d\\name\\%s\\rate\\25000"
-                "\\snaps\\20\\cl_guid\\%032X" % (challenge, self.qport, self.protocol,
-                                                 self.name, random.getrandbits(128)))
-        payload = OOB + b"connect " + huff_compress(('"%s"' % info).encode())
-        self._ask(payload, "connectResponse", timeout)
-        return self.sock.getsockname()
+    def handshake(self, timeout):
+        client_ch = random.randrange(1, 1 << 30)
+        r = self._ask(OOB + b"getchallenge %d Quake3Arena" % client_ch, b"challengeResponse",
+                      timeout)
+        parts = r[4:].split()
+        self.challenge = int(parts[1])
+        guid = "".join(random.choice("0123456789ABCDEF") for _ in range(32))
+        info = "\\cl_guid\\%s\\name\\%s\\rate\\25000\\snaps\\20\\protocol\\71" \
+               "\\qport\\%d\\challenge\\%d" % (guid, self.name, self.qport, self.challenge)
+        body = ('"%s"' % info).encode()
+        r = self._ask(OOB + b"connect " + huff_compress(body), b"connectResponse", timeout)
+        self.connected_at = time.monotonic()
+
+    def _netchan(self, seq):
+        # sequence, qport, then (protocol 71) challenge ^ (sequence * challenge)
+        chk = (self.challenge ^ (seq * self.challenge)) & 0xffffffff
+        return struct.pack("<iHI", seq, self.qport, chk) + os.urandom(8)
+
+    def _run(self):
+        seq = 1
+        next_send = time.monotonic()
+        while not self.stop_flag:
+            now = time.monotonic()
+            if now >= next_send:
+                try:
+                    self.sock.sendto(self._netchan(seq), self.server)
+                    with self.lock:
+                        self.sent += 1
+                except OSError:
+                    pass
+                seq += 1
+                next_send = now + self.interval
+            self.sock.settimeout(max(0.001, next_send - time.monotonic()))
+            try:
+                data, _ = self.sock.recvfrom(65535)
+            except (socket.timeout, OSError):
+                continue
+            with self.lock:
+                if data.startswith(OOB):
+                    self.oob.append((time.monotonic(), data))
+                else:
+                    self.received.append((time.monotonic(), len(data)))
+
+    def ask(self, cmd, want, timeout=2.0):
+        """An out-of-band request from the player's own address (its
+        session): the round trip in seconds to the first answer starting
+        with want, or None."""
+        with self.lock:
+            seen = len(self.oob)
+        t0 = time.monotonic()
+        self.sock.sendto(OOB + cmd, self.server)
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for ts, data in self.oob[seen:]:
+                    if data.startswith(OOB + want):
+                        return ts - t0
+            time.sleep(0.002)
+        return None
+
+    def packets_since(self, t):
+        with self.lock:
+            return sum(1 for ts, _ in self.received if ts >= t)
 
     def close(self):
-        self.sock.close()
-
-
-def _selfcheck():
-    for s in (b"", b"a", b'"\\challenge\\-12345\\qport\\4321\\protocol\\71\\name\\x"',
-              bytes(range(256)) * 3, b"abracadabra" * 50):
-        if s:
-            assert huff_decompress(huff_compress(s)) == s, s[:40]
-
-
-def main(argv):
-    import argparse
-    ap = argparse.ArgumentParser()
-    ap.add_argument("host")
-    ap.add_argument("port", type=int)
-    ap.add_argument("--name", default="rally")
-    ap.add_argument("--bind", default=None, help="IP:PORT or [IPv6]:PORT (default: any)")
-    ap.add_argument("--hold", type=float, default=0)
-    a = ap.parse_args(argv)
-    _selfcheck()
-    bind = None
-    if a.bind:
-        bh, _, bp = a.bind.rpartition(":")
-        bind = (bh.strip("[]"), int(bp))
-    c = Q3Client((a.host, a.port), a.name, bind)
-    local = c.connect()
-    host = "[%s]" % local[0] if ":" in local[0] else local[0]
-    print("connected local=%s:%d" % (host, local[1]), flush=True)
-    end = time.monotonic() + a.hold
-    while time.monotonic() < end:
-        c.sock.settimeout(max(0.01, end - time.monotonic()))
-        try:
-            c.sock.recvfrom(65535)
-        except socket.timeout:
-            pass
-    c.close()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+        self.stop_flag = True
+        self.t.join(2)

@@ -12,7 +12,8 @@ data endpoint still wants the token; /status says what the page shows.
 Then in the browser: the page loads with no SEVERE console entry and shows
 only the token form; a wrong token gets the 401 message and the form back;
 the right token shows the live session with its real client address and
-upstream port, traffic both ways, the master's heartbeats and queries, and
+upstream port, traffic both ways, the master's heartbeats and queries and
+whether it lists the server (the listing check), and
 the filtered drops this test causes (rcon through the relay). A ban added in
 the page (reason, 10 minutes) cuts the live session: /sessions no longer
 lists it, the relay drops its datagrams, the page shows the ban. A hostile
@@ -132,7 +133,7 @@ def scenario(env):
     oa = OAServer(env)
     relay = Relay(env, oa.addr, args=[
         "--master", "127.0.0.1:%d" % m.udp_addr[1], "--heartbeat-tag", "QuakeArena-1",
-        "--heartbeat-interval", "10", "--probe-timeout", "1000"])
+        "--heartbeat-interval", "10", "--probe-timeout", "1000", "--listing-delay", "500"])
     master_name = "127.0.0.1:%d" % m.udp_addr[1]
     m.wait_line(r"q3-listed server=127\.0\.0\.1:%d " % relay.addr[1], 20)
     player = Player(env, relay.addr, "127.0.0.3")
@@ -243,6 +244,9 @@ def scenario(env):
     hb = int(text(mrow + " td.heartbeats"))
     check(hb >= 1 and int(text(mrow + " td.queries")) >= 1 and "heartbeat" in text(mrow),
           "master row %r" % text(mrow))
+    # The listing check's verdict (its first check 0.5 s after a heartbeat).
+    wait_for(lambda: text(mrow + " td.listed").startswith("yes · "), 15,
+             lambda: "the master's listing in the page: %r" % text(mrow))
     # A heartbeat during the page's window shows in it (every 10 s here).
     wait_for(lambda: int(text(mrow + " td.window") or 0) >= 1, 30,
              lambda: "a heartbeat in the page's window: %r" % text(mrow))

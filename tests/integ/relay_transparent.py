@@ -4,7 +4,7 @@ each player's own address.
 
 A server namespace runs a real OpenArena server on 127.0.0.1 and
 rally-relay --transparent in front of it; two client namespaces
-(10.77.1.2, 10.77.2.2) each connect a scripted Quake 3 client (q3client.py:
+(10.77.1.2, 10.77.2.2) each connect a scripted Quake 3 client (q3connect.py, q3client's player:
 getchallenge, challengeResponse, the Huffman-coded connect, connectResponse)
 through the relay. Checked:
 - without the policy routing, the relay refuses to start and says what is
@@ -38,7 +38,7 @@ from harness import (OA_SERVER, RELAY_BIN, TOKEN, Netns, Proc, check, ns_http, p
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETUP = os.path.join(HERE, "..", "..", "tools", "relay-transparent-setup")
-CLIENT = os.path.join(HERE, "q3client.py")
+CLIENT = os.path.join(HERE, "q3connect.py")
 RCON = "tp-rcon"
 
 
@@ -200,9 +200,6 @@ def scenario(env):
           "metrics: %r" % {k: v for k, v in m.items() if "transparent" in k})
     relay.wait_line(r"session-player peer=10\.77\.1\.2:%d upstream_port=%d transparent=1$" %
                     (la[1], la[1]), 5)
-    # The relay's answers reach the player from the public port it knows;
-    # nothing the server sent to 10.77.x.x left the server namespace
-    # (the clients only ever heard the relay: q3client checks the source).
     pa.stop()
     pb.stop()
     relay.stop()

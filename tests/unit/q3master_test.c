@@ -529,6 +529,218 @@ static void test_encode(void)
 	CHECK_EQ_INT(parse_resp(dg, len, ndg, true, back, 600), 3);
 }
 
+/* The requests rally-relay's listing check sends (relay_listing.c), and
+ * what q3_decode_getservers makes of them. */
+static void test_encode_request(void)
+{
+	static const struct {
+		struct q3_getservers req;
+		const char *wire; /* after the 0xff x4 prefix */
+	} ok[] = {
+		/* qstat -q3m,71 and the relay's check of an OpenArena server. */
+		{{.flags = Q3_GS_EMPTY | Q3_GS_FULL | Q3_GS_IPV4, .protocol = 71},
+		 "getservers 71 empty full"},
+		/* ET 2.60b: protocol 84. */
+		{{.flags = Q3_GS_EMPTY | Q3_GS_FULL | Q3_GS_IPV4, .protocol = 84},
+		 "getservers 84 empty full"},
+		/* dpmaster messages.c: "getservers Nexuiz 3 empty full". */
+		{{.flags = Q3_GS_EMPTY | Q3_GS_FULL | Q3_GS_IPV4,
+		  .protocol = 3,
+		  .gamename = "Nexuiz"},
+		 "getservers Nexuiz 3 empty full"},
+		/* An IPv6-capable master (dpmaster: "getserversExt DarkPlaces-Quake 3
+		 * empty full ipv4 ipv6"). */
+		{{.flags = Q3_GS_EXT | Q3_GS_EMPTY | Q3_GS_FULL | Q3_GS_IPV4 | Q3_GS_IPV6,
+		  .protocol = 71,
+		  .gamename = "Quake3Arena"},
+		 "getserversExt Quake3Arena 71 empty full ipv4 ipv6"},
+		{{.flags = Q3_GS_EXT | Q3_GS_IPV6, .protocol = 68, .gamename = "Quake3Arena"},
+		 "getserversExt Quake3Arena 68 ipv6"},
+		{{.flags = Q3_GS_EMPTY | Q3_GS_GAMETYPE | Q3_GS_IPV4,
+		  .protocol = 68,
+		  .gametype = "4"},
+		 "getservers 68 empty gametype=4"},
+		{{.flags = Q3_GS_IPV4, .protocol = 0}, "getservers 0"},
+	};
+	uint8_t buf[128];
+	struct q3_getservers back, bad;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		int n = q3_encode_getservers(buf, sizeof(buf), &ok[i].req);
+		size_t wl = strlen(ok[i].wire);
+
+		CHECK_EQ_INT(n, 4 + (int)wl);
+		CHECK(n > 4 && memcmp(buf, "\xff\xff\xff\xff", 4) == 0 &&
+		      memcmp(buf + 4, ok[i].wire, wl) == 0);
+		/* Round trip: the master reads the same request back. */
+		CHECK_EQ_INT(q3_decode_getservers(buf, (size_t)n, &back), 0);
+		CHECK_EQ_INT(back.flags, ok[i].req.flags);
+		CHECK_EQ_INT(back.protocol, ok[i].req.protocol);
+		CHECK_EQ_STR(back.gamename, ok[i].req.gamename);
+		CHECK_EQ_STR(back.gametype, ok[i].req.gametype);
+		/* One byte short: refused, nothing claimed. */
+		CHECK_EQ_INT(q3_encode_getservers(buf, (size_t)n - 1, &ok[i].req), -EMSGSIZE);
+	}
+
+	/* getserversExt needs the game; a getservers game of digits would read
+	 * as the protocol; words only; no negative protocol. */
+	bad = (struct q3_getservers){.flags = Q3_GS_EXT, .protocol = 71};
+	CHECK_EQ_INT(q3_encode_getservers(buf, sizeof(buf), &bad), -EINVAL);
+	bad = (struct q3_getservers){.protocol = 71, .gamename = "123"};
+	CHECK_EQ_INT(q3_encode_getservers(buf, sizeof(buf), &bad), -EINVAL);
+	bad = (struct q3_getservers){.protocol = 71, .gamename = "Quake 3"};
+	CHECK_EQ_INT(q3_encode_getservers(buf, sizeof(buf), &bad), -EINVAL);
+	bad = (struct q3_getservers){.protocol = -1};
+	CHECK_EQ_INT(q3_encode_getservers(buf, sizeof(buf), &bad), -EINVAL);
+	bad = (struct q3_getservers){.flags = Q3_GS_GAMETYPE, .protocol = 1, .gametype = "a b"};
+	CHECK_EQ_INT(q3_encode_getservers(buf, sizeof(buf), &bad), -EINVAL);
+	/* A digits-only game is fine in getserversExt (the game always comes
+	 * first there). */
+	bad = (struct q3_getservers){
+		.flags = Q3_GS_EXT | Q3_GS_IPV4, .protocol = 1, .gamename = "123"};
+	CHECK_EQ_INT(q3_encode_getservers(buf, sizeof(buf), &bad), 4 + 24);
+}
+
+/* All servers of one decoded datagram. */
+static size_t resp_servers(const struct q3_getservers_resp *r, struct q3_srv *out, size_t max)
+{
+	size_t off = 0, n = 0;
+
+	while (n < max && q3_getservers_resp_next(r, &off, &out[n]))
+		n++;
+	return n;
+}
+
+static void test_decode_resp(void)
+{
+	static struct q3_srv v[600], back[600];
+	static uint8_t dg[16][Q3_MASTER_MAX_OUT];
+	struct q3_getservers_resp r;
+	struct q3_srv s[4];
+	size_t n, len;
+
+	/* techinfo 3.5: one server, 1.2.3.4 port 2048, then the mark. */
+	n = OOB("getserversResponse\\\x01\x02\x03\x04\x08\x00\\EOT\0\0\0");
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, n, &r), 0);
+	CHECK(!r.ext && r.eot);
+	CHECK_EQ_INT(r.n, 1);
+	CHECK_EQ_INT(resp_servers(&r, s, 4), 1);
+	CHECK(!s[0].v6 && memcmp(s[0].ip, "\x01\x02\x03\x04", 4) == 0 && s[0].port == 2048);
+
+	/* No match: the header and the mark. */
+	n = OOB("getserversResponse\\EOT\0\0\0");
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, n, &r), 0);
+	CHECK(r.eot && r.n == 0 && resp_servers(&r, s, 4) == 0);
+	/* A datagram before the last: entries, no mark (127.0.0.1:27960,
+	 * 10.0.0.2:27961). */
+	n = OOB("getserversResponse\\\x7f\x00\x00\x01\x6d\x38\\\x0a\x00\x00\x02\x6d\x39");
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, n, &r), 0);
+	CHECK(!r.eot && r.n == 2);
+	CHECK_EQ_INT(resp_servers(&r, s, 4), 2);
+	CHECK(s[0].port == 27960 && s[1].port == 27961 && s[1].ip[0] == 10 && s[1].ip[3] == 2);
+	/* The header alone. */
+	n = OOB("getserversResponse");
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, n, &r), 0);
+	CHECK(!r.eot && r.n == 0);
+
+	/* getserversExtResponse: 192.0.2.7:27960, [2001:db8::1]:27960, mark. */
+	n = OOB("getserversExtResponse\\\xc0\x00\x02\x07\x6d\x38"
+		"/\x20\x01\x0d\xb8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x6d\x38"
+		"\\EOT\0\0\0");
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, n, &r), 0);
+	CHECK(r.ext && r.eot && r.n == 2);
+	CHECK_EQ_INT(resp_servers(&r, s, 4), 2);
+	CHECK(!s[0].v6 && s[0].ip[0] == 192 && s[0].ip[3] == 7 && s[0].port == 27960);
+	CHECK(s[1].v6 && s[1].ip[0] == 0x20 && s[1].ip[1] == 0x01 && s[1].ip[15] == 1 &&
+	      s[1].port == 27960);
+
+	/* "EOT\0\0\0" before the end is a (fake) server 69.79.84.0:0, as a
+	 * client reads it; only the last 7 bytes are the mark. */
+	n = OOB("getserversResponse\\EOT\0\0\0\\\x01\x02\x03\x04\x08\x00");
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, n, &r), 0);
+	CHECK(!r.eot && r.n == 2);
+	CHECK_EQ_INT(resp_servers(&r, s, 4), 2);
+	CHECK(s[0].ip[0] == 'E' && s[0].ip[1] == 'O' && s[0].ip[2] == 'T' && s[0].port == 0);
+
+	/* Refused whole, no entry used: an IPv6 entry in a getserversResponse,
+	 * an entry cut short, a stray byte, a stray byte after the mark, the
+	 * wrong case, no prefix, another command. */
+	CHECK_EQ_INT(
+		q3_decode_getservers_resp(pkt,
+					  OOB("getserversResponse/\x20\x01\x0d\xb8\x00\x00"
+					      "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x6d\x38"),
+					  &r),
+		-EBADMSG);
+	CHECK(r.n == 0 && r.entries == NULL);
+	CHECK_EQ_INT(
+		q3_decode_getservers_resp(pkt, OOB("getserversResponse\\\x01\x02\x03\x04\x08"), &r),
+		-EBADMSG);
+	CHECK_EQ_INT(
+		q3_decode_getservers_resp(pkt, OOB("getserversExtResponse/\x20\x01\x0d\xb8"), &r),
+		-EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt,
+					       OOB("getserversResponse\\\x01\x02\x03\x04\x08"
+						   "\x00x"),
+					       &r),
+		     -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, OOB("getserversResponse\\EOT\0\0\0\0"), &r),
+		     -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, OOB("getserversresponse\\EOT\0\0\0"), &r),
+		     -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, OOB("getserversResponse\n\\EOT\0\0\0"), &r),
+		     -EBADMSG);
+	CHECK_EQ_INT(
+		q3_decode_getservers_resp((const uint8_t *)"getserversResponse\\EOT\0\0\0", 25, &r),
+		-EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, OOB("infoResponse\n\\EOT\0\0\0"), &r),
+		     -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, OOB("getservers"), &r), -EBADMSG);
+	CHECK_EQ_INT(q3_decode_getservers_resp(pkt, 3, &r), -EBADMSG);
+
+	/* Round trip with the master's encoder: 500 mixed servers in
+	 * 1,400-byte datagrams, decoded one by one, in order; the mark only
+	 * on the last. */
+	for (size_t i = 0; i < 500; i++) {
+		v[i] = (struct q3_srv){.port = (uint16_t)(20000 + i), .v6 = i % 4 == 1};
+		v[i].ip[0] = v[i].v6 ? 0x20 : 198;
+		v[i].ip[1] = v[i].v6 ? 0x01 : 51;
+		v[i].ip[2] = (uint8_t)(i >> 8);
+		v[i].ip[3] = (uint8_t)i;
+		if (v[i].v6)
+			v[i].ip[15] = (uint8_t)i;
+	}
+	for (int ext = 0; ext < 2; ext++) {
+		struct q3_srvlist list = {.ext = ext, .v = v, .n = 500};
+		size_t taken = 0, ndg = 0, got = 0;
+
+		/* getserversResponse carries IPv4 servers only. */
+		if (!ext) {
+			static struct q3_srv v4[500];
+
+			list.n = 0;
+			for (size_t i = 0; i < 500; i++) {
+				if (!v[i].v6)
+					v4[list.n++] = v[i];
+			}
+			list.v = v4;
+		}
+		while (taken <= list.n && ndg < 16) {
+			ssize_t w = q3_encode_getservers_resp(dg[ndg], Q3_MASTER_MAX_OUT, &list,
+							      &taken);
+
+			CHECK(w > 0);
+			len = w > 0 ? (size_t)w : 0;
+			CHECK_EQ_INT(q3_decode_getservers_resp(dg[ndg], len, &r), 0);
+			CHECK(r.ext == (bool)ext);
+			CHECK(r.eot == (taken == list.n + 1));
+			got += resp_servers(&r, back + got, 600 - got);
+			ndg++;
+		}
+		CHECK_EQ_INT(got, list.n);
+		CHECK(same_srvs(back, list.v, list.n));
+	}
+}
+
 static void test_game_spec(void)
 {
 	struct q3_game g;
@@ -697,12 +909,16 @@ static double drops(struct master *m, const char *reason)
 	return metric(m, name);
 }
 
+/* The listing TTL of the next fx_init (tests that list many servers one by
+ * one raise it: on a loaded machine 32 listings took longer than 1.5 s). */
+static long long fx_ttl_ms = 1500;
+
 static int fx_init(struct master *m, const char *udp, const char *const *games, size_t ngames)
 {
 	memset(m, 0, sizeof(*m));
 	if (addr_parse(&m->cfg.udp, udp, -1) < 0)
 		return -EINVAL;
-	m->cfg.q3_ttl_ms = 1500;
+	m->cfg.q3_ttl_ms = fx_ttl_ms;
 	m->cfg.q3_challenge_ms = 400;
 	for (size_t i = 0; i < ngames; i++)
 		m->cfg.q3_games[m->cfg.nq3_games++] = games[i];
@@ -1079,7 +1295,9 @@ static void test_module_cap(void)
 	int fd[34], other;
 	char ch[32];
 
+	fx_ttl_ms = 10000;
 	CHECK_EQ_INT(fx_init(&m, "127.0.0.1:0", NULL, 0), 0);
+	fx_ttl_ms = 1500;
 	for (int i = 0; i < 34; i++)
 		fd[i] = udp_sock("127.0.0.3", &a[i]);
 	other = udp_sock("127.0.0.4", &o);
@@ -1105,7 +1323,7 @@ static void test_module_cap(void)
 	CHECK_EQ_INT(listed(&m), 33);
 	CHECK_EQ_INT(drops(&m, "address_cap"), 2);
 	/* When the listings expire, the IP may list again. */
-	pump(&m, 1700);
+	pump(&m, 10200);
 	CHECK_EQ_INT(listed(&m), 0);
 	CHECK_EQ_INT(list_server(&m, fd[33], "QuakeArena-1", OA_FIELDS), 1);
 	for (int i = 0; i < 34; i++)
@@ -1252,6 +1470,8 @@ int main(void)
 	test_challenge();
 	test_getinfo();
 	test_encode();
+	test_encode_request();
+	test_decode_resp();
 	test_game_spec();
 	test_module_basic();
 	test_module_fields();
