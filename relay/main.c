@@ -27,6 +27,7 @@
 #include "num.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "relay_transparent.h"
 #include "statefile.h"
 
 static const char usage[] =
@@ -70,6 +71,10 @@ static const char usage[] =
 	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
 	"                              sources together (default 100, 0 = no cap);\n"
 	"                              the masters are exempt\n"
+	"    --transparent             the server sees each player's own address (the\n"
+	"                              sessions' sockets take it: CAP_NET_ADMIN and\n"
+	"                              tools/relay-transparent-setup; the server on\n"
+	"                              this host); refused at start if either is missing\n"
 	"    --servers FILE            several servers instead: [server NAME] sections\n"
 	"                              of these flags as key = value (docs/relay.md);\n"
 	"                              excludes the flags above and the tuning ones\n"
@@ -302,6 +307,7 @@ static const char *const server_keys[] = {
 	"attack-hold",
 	"known-hours",
 	"known-max",
+	"transparent",
 };
 #define NSERVER_KEYS (sizeof(server_keys) / sizeof(server_keys[0]))
 
@@ -341,6 +347,7 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("attack-hold", set_srvflag, &sf[27]),
 		DAEMON_FN("known-hours", set_srvflag, &sf[28]),
 		DAEMON_FN("known-max", set_srvflag, &sf[29]),
+		DAEMON_FN0("transparent", set_srvflag, &sf[30]),
 		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[NSERVER_KEYS]),
 		DAEMON_STR_SET("servers", c->servers_file),
 		DAEMON_ADDR("control", &c->control),
@@ -624,6 +631,10 @@ int main(int argc, char **argv)
 	}
 	if (d->check) {
 		size_t nb = banlist_count(relay_bans_list(r->bans));
+
+		ret = relay_transparent_check_servers(r);
+		if (ret < 0)
+			goto out;
 
 		if (r->cfg.servers_file[0] != '\0') {
 			log_bare("config-ok servers=%zu bans=%zu", r->nservers, nb);

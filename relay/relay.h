@@ -227,8 +227,9 @@ struct relay_qcache *relay_proxy_qcache(const struct relay_proxy *p);
 struct relay_session_info {
 	struct addr client;
 	uint16_t upstream_port;
-	bool tunnelled; /* through the tunnel: no upstream socket here */
-	bool confirmed; /* the client spoke again after the server's answer */
+	bool tunnelled;   /* through the tunnel: no upstream socket here */
+	bool transparent; /* its upstream socket carries the client's address */
+	bool confirmed;   /* the client spoke again after the server's answer */
 	long long age_ms, idle_ms;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	unsigned queued;
@@ -422,6 +423,10 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out);
  * the tunnel. 0, or -ENOTCONN (no tunnel for that realm). */
 int relay_tunnel_dgram(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
 		       const uint8_t *buf, size_t len);
+/* The same for a player's datagram: an agent that took TUNMSG_X_PEER also
+ * gets client, the player's address (NULL: none). */
+int relay_tunnel_dgram_from(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
+			    const struct addr *client, const uint8_t *buf, size_t len);
 /* True when the tunnel of srv's realm is up. */
 bool relay_tunnel_server_up(const struct relay_tunnel *t, const struct relay_server *srv);
 

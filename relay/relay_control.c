@@ -37,6 +37,7 @@
 #include "log.h"
 #include "ratelim.h"
 #include "relay.h"
+#include "relay_transparent.h"
 #include "statefile.h"
 #include "strbuf.h"
 
@@ -142,6 +143,7 @@ static void add_session(const struct relay_session_info *si, void *arg)
 	json_object_object_add(o, "client_port", json_object_new_int(addr_port(&si->client)));
 	json_object_object_add(o, "upstream_port", json_object_new_int(si->upstream_port));
 	json_object_object_add(o, "tunnelled", json_object_new_boolean(si->tunnelled));
+	json_object_object_add(o, "transparent", json_object_new_boolean(si->transparent));
 	json_object_object_add(o, "confirmed", json_object_new_boolean(si->confirmed));
 	json_object_object_add(o, "age_ms", json_object_new_int64(si->age_ms));
 	json_object_object_add(o, "idle_ms", json_object_new_int64(si->idle_ms));
@@ -495,6 +497,7 @@ static struct json_object *server_json(const struct relay_control *c,
 			       json_object_new_uint64(relay_proxy_session_count(srv->proxy)));
 	json_object_object_add(o, "max_sessions", json_object_new_uint64(srv->cfg.max_sessions));
 	json_object_object_add(o, "query_budget", json_object_new_uint64(srv->cfg.query_budget));
+	json_object_object_add(o, "transparent", json_object_new_boolean(srv->cfg.transparent));
 	json_object_object_add(
 		o, "bans",
 		json_object_new_uint64(srv->bans != NULL ? banlist_count(relay_bans_list(srv->bans))
@@ -775,6 +778,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 		}
 	}
 	relay_heartbeat_metrics(r, &b);
+	relay_transparent_metrics(r, &b);
 	metric(&b, "rally_relay_bans", "gauge", "Active bans.",
 	       banlist_count(relay_bans_list(r->bans)));
 	family(&b, "rally_relay_query_sources", "gauge",

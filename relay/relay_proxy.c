@@ -40,6 +40,7 @@
 #include "q3.h"
 #include "ratelim.h"
 #include "relay.h"
+#include "relay_transparent.h"
 
 #define BATCH    (64)
 #define BUF_SIZE (RELAY_MAX_PACKET + 1) /* one more, to see oversize */
@@ -55,8 +56,9 @@ struct session {
 	struct relay_proxy *p;
 	struct ev_io *io; /* NULL through the tunnel */
 	uint16_t upstream_port;
-	uint8_t pub;  /* the public socket it came in on */
-	uint32_t sid; /* through the tunnel: the session's id there */
+	bool transparent; /* its socket carries the client's address */
+	uint8_t pub;      /* the public socket it came in on */
+	uint32_t sid;     /* through the tunnel: the session's id there */
 	long long created_ms, last_ms;
 	/*
 	 * Unconfirmed until the client speaks again after the server's first
@@ -119,6 +121,8 @@ struct relay_proxy {
 	unsigned nout;
 
 	struct log_ratelimit warn_send, warn_sock;
+	/* --transparent: its counters (relay_transparent.c); off when NULL. */
+	struct relay_transparent_stats tstats, *tp;
 };
 
 static void session_close(struct relay_proxy *p, struct session *s, const char *why);
@@ -380,16 +384,22 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 		relay_qcache_player(p->qc, &ip); /* last seen: now */
 	}
 	p->srv->st.sessions_closed++;
+	if (s->transparent && p->tp != NULL)
+		p->tp->active--;
 	htab_remove(p->sessions, s);
-	if (log_enabled(LOG_LEVEL_DEBUG)) {
+	/* A player's session (confirmed) closes at info: with its open line,
+	 * the log maps the port the server saw back to the real address. */
+	if (log_enabled(s->confirmed ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG)) {
 		char sn[RELAY_NAME_MAX + 16];
 
-		log_debug("session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
-			  "pkts_out=%llu bytes_out=%llu%s",
-			  addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
-			  (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
-			  (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out,
-			  relay_server_logname(p->srv, sn, sizeof(sn)));
+		log_emit(s->confirmed ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG, 0,
+			 "session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
+			 "pkts_out=%llu bytes_out=%llu upstream_port=%u%s%s",
+			 addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
+			 (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
+			 (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out,
+			 s->upstream_port, s->transparent ? " transparent=1" : "",
+			 relay_server_logname(p->srv, sn, sizeof(sn)));
 	}
 }
 
@@ -427,6 +437,7 @@ static void session_init(struct relay_proxy *p, struct session *s, const struct 
 	s->p = p;
 	s->client = *client;
 	s->upstream_port = upstream_port;
+	s->transparent = false;
 	s->pub = pub;
 	s->created_ms = s->last_ms = ev_now(p->r->loop);
 	s->confirmed = false;
@@ -477,6 +488,7 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 	struct relay_server *srv = p->srv;
 	struct session *s;
 	struct addr local;
+	bool transparent = false;
 	int fd;
 
 	expire_sessions(p, ev_now(r->loop));
@@ -494,8 +506,15 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 	}
 	if (srv->cfg.server_tunnel)
 		return session_open_tunnel(p, client, key, pub);
-	/* Its local port is the port the server sees for this client. */
-	fd = addr_udp_connect(&srv->server, &local);
+	/* Its local port is the port the server sees for this client; in
+	 * transparent mode its address is the client's too (a client of the
+	 * other family keeps ours, counted). */
+	fd = -EAFNOSUPPORT;
+	if (p->tp != NULL)
+		fd = relay_transparent_connect(&srv->server, client, &local, p->tp);
+	transparent = fd >= 0;
+	if (fd == -EAFNOSUPPORT)
+		fd = addr_udp_connect(&srv->server, &local);
 	if (fd < 0) {
 		errno = -fd;
 		goto fail;
@@ -509,15 +528,19 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 		goto fail_fd;
 	}
 	session_init(p, s, client, addr_port(&local), pub);
+	s->transparent = transparent;
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
 
-		log_debug("session-open peer=%s active=%zu upstream_port=%u%s",
+		log_debug("session-open peer=%s active=%zu upstream_port=%u%s%s",
 			  addr_str(client, a, sizeof(a)), htab_count(p->sessions), s->upstream_port,
+			  transparent ? " transparent=1" : "",
 			  relay_server_logname(p->srv, sn, sizeof(sn)));
 	}
 	return s;
 fail_fd:
+	if (transparent)
+		p->tp->active--;
 	close(fd);
 fail : {
 	unsigned long sup;
@@ -536,7 +559,8 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 
 	if (s->io == NULL) {
 		/* Through the tunnel: its queues are the tunnel's. */
-		if (relay_tunnel_dgram(p->r->tunnel, p->srv, s->sid, buf, len) < 0) {
+		if (relay_tunnel_dgram_from(p->r->tunnel, p->srv, s->sid, &s->client, buf, len) <
+		    0) {
 			drop(p, RELAY_DROP_SEND_ERROR);
 			return;
 		}
@@ -620,6 +644,29 @@ static bool banned(struct relay_proxy *p, const struct addr *from)
 	return (any_g && relay_bans_check(g, &ip)) || (any_own && relay_bans_check(own, &ip));
 }
 
+/*
+ * A client spoke again after the server's answer: a player (spoofed
+ * sources and one-shot queries never get here). One line at info maps the
+ * port the server sees (its logs, its bans) back to the real address;
+ * nothing of the traffic itself.
+ */
+static void log_confirmed(struct relay_proxy *p, const struct session *s)
+{
+	char a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
+
+	if (!log_enabled(LOG_LEVEL_INFO))
+		return;
+	if (s->io == NULL)
+		log_info("session-player peer=%s tunnel_sid=%u%s",
+			 addr_str(&s->client, a, sizeof(a)), s->sid,
+			 relay_server_logname(p->srv, sn, sizeof(sn)));
+	else
+		log_info("session-player peer=%s upstream_port=%u%s%s",
+			 addr_str(&s->client, a, sizeof(a)), s->upstream_port,
+			 s->transparent ? " transparent=1" : "",
+			 relay_server_logname(p->srv, sn, sizeof(sn)));
+}
+
 static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr *from,
 			  const uint8_t *buf, size_t len)
 {
@@ -691,6 +738,7 @@ static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr 
 	if (s != NULL && !s->confirmed && s->pkts_out > 0) {
 		s->confirmed = true;
 		unconf_unlink(p, s);
+		log_confirmed(p, s);
 	}
 	if (v != RELAY_VERDICT_QUERY) {
 		struct addr_ip ip;
@@ -942,6 +990,7 @@ void relay_proxy_foreach(struct relay_proxy *p,
 			.client = s->client,
 			.upstream_port = s->upstream_port,
 			.tunnelled = s->io == NULL,
+			.transparent = s->transparent,
 			.confirmed = s->confirmed,
 			.age_ms = now - s->created_ms,
 			.idle_ms = now - s->last_ms,
@@ -1049,6 +1098,21 @@ int relay_proxy_new(struct relay_server *srv)
 		p->out_msgs[i].msg_hdr.msg_iovlen = 1;
 	}
 	reset_out(p, BATCH);
+	if (srv->cfg.transparent) {
+		char why[320], sn[RELAY_NAME_MAX + 16];
+
+		/* Checked before anything listens: never a silent fallback. */
+		ret = relay_transparent_check(&srv->server, why, sizeof(why));
+		if (ret < 0) {
+			char a[ADDR_STRLEN];
+
+			log_err("transparent-unavailable server=%s %s%s",
+				addr_str(&srv->server, a, sizeof(a)), why,
+				relay_server_logname(srv, sn, sizeof(sn)));
+			goto fail;
+		}
+		p->tp = &p->tstats;
+	}
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
 		ret = pub_open(p, i);
 		if (p->pubs[i].fd >= 0)
@@ -1150,4 +1214,9 @@ void relay_proxy_free(struct relay_proxy *p)
 	free(p->in_bufs);
 	free(p->out_bufs);
 	free(p);
+}
+
+const struct relay_transparent_stats *relay_proxy_transparent(const struct relay_proxy *p)
+{
+	return p != NULL ? p->tp : NULL;
 }

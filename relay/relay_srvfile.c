@@ -27,6 +27,7 @@ enum key_kind {
 	K_ENGINE, /* engine-query-limit BURST/PERIOD_MS or off */
 	K_PREFIX, /* source-prefix V4/V6 */
 	K_PUBLIC,
+	K_BOOL, /* transparent */
 };
 
 struct key {
@@ -72,6 +73,7 @@ static const struct key keys[] = {
 	{"attack-hold", K_MS, OFF(qcache.attack_hold_ms), 1, 86400, 1000},
 	{"known-hours", K_MS, OFF(qcache.known_ttl_s), 1, 87600, 3600},
 	{"known-max", K_UINT, OFF(qcache.known_max), 1, 1 << 20, 1},
+	{"transparent", K_BOOL, OFF(transparent), 0, 0, 0},
 };
 
 /* Flags of the whole process: named in a file, they get a pointed answer. */
@@ -343,6 +345,8 @@ int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char
 		return r;
 	case K_TAG:
 		return set_tag((char *)c + k->off, val, err, err_size);
+	case K_BOOL:
+		return set_bool((bool *)(void *)((char *)c + k->off), val, err, err_size);
 	case K_ONOFF:
 		return set_onoff((bool *)(void *)((char *)c + k->off), val, err, err_size);
 	case K_ENGINE:
@@ -388,6 +392,12 @@ int relay_server_cfg_finish(struct relay_server_cfg *c, char *err, size_t err_si
 
 	if (!c->server_set) {
 		fail(err, err_size, "no server (HOST:PORT or tunnel:REALM_UUID)");
+		return -EINVAL;
+	}
+	if (c->transparent && c->server_tunnel) {
+		fail(err, err_size,
+		     "transparent: a server behind the tunnel takes it at home (rally-relay "
+		     "agent --transparent)");
 		return -EINVAL;
 	}
 	if (c->masters_here && c->nohb_here && c->no_heartbeat) {
@@ -467,7 +477,7 @@ bool relay_server_cfg_equal(const struct relay_server_cfg *a, const struct relay
 	    a->listing_interval_ms != b->listing_interval_ms ||
 	    a->listing_delay_ms != b->listing_delay_ms ||
 	    a->listing_timeout_ms != b->listing_timeout_ms || a->npublic != b->npublic ||
-	    !qcache_cfg_equal(&a->qcache, &b->qcache))
+	    !qcache_cfg_equal(&a->qcache, &b->qcache) || a->transparent != b->transparent)
 		return false;
 	for (size_t i = 0; i < a->npublic; i++) {
 		if (!addr_equal(&a->public_addr[i], &b->public_addr[i]))
@@ -858,5 +868,7 @@ void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct str
 					      addr_str(&c->public_addr[k], a, sizeof(a)));
 		}
 		qcache_cfg_format(&c->qcache, out);
+		if (c->transparent)
+			strbuf_printf(out, "transparent=yes\n");
 	}
 }

@@ -27,7 +27,7 @@
  * query-cache-refresh, query-cache-max-age, engine-query-limit,
  * engine-query-reserve, reply-budget, reply-base, source-budget,
  * source-prefix, known-budget, reply-sources, attack-threshold,
- * attack-hold, known-hours, known-max); the same words, ranges and units as on the command
+ * attack-hold, known-hours, known-max), transparent (yes/no); the same words, ranges and units as on the command
  * line, where main.c sets the one unnamed server through the same
  * relay_server_cfg_set. A '#' or ';' starts a comment at the start of a
  * line, a '#' after white space one at its end.
@@ -102,6 +102,9 @@ struct relay_server_cfg {
 	size_t npublic;
 	/* The query cache, reply budgets, attack mode, known players. */
 	struct relay_qcache_cfg qcache;
+	/* Upstream sockets bound to the players' addresses
+	 * (relay_transparent.h). */
+	bool transparent;
 	/* Parsing state: whether this section (or the command line) gave a
 	 * listen / master / no-heartbeat line yet; the first listen or master
 	 * line replaces the inherited list. */

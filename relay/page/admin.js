@@ -372,6 +372,7 @@
       cell(tr, 'Idle', dur(num(s.idle_ms) / 1000), 'num');
       const st = el('span', null, 'tags');
       if (s.tunnelled) st.appendChild(tag('tunnelled', 'tunnel'));
+      if (s.transparent) st.appendChild(tag('transparent', 'ok'));
       st.appendChild(s.confirmed ? tag('confirmed', 'ok') : tag('unconfirmed', 'warn'));
       if (num(s.queued) > 0) st.appendChild(tag('queued ' + num(s.queued), 'warn'));
       cell(tr, 'State', st, 'state');
