@@ -63,6 +63,10 @@ struct ev_loop {
 	bool worker_started;
 	bool worker_quit;
 	bool worker_busy;
+	/* worker_stop left the thread in a blocking call: the loop is kept
+	 * (orphans) so the thread never touches freed memory. */
+	bool worker_orphaned;
+	struct ev_loop *next_orphan;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct work_queue todo, finished;
@@ -369,6 +373,13 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&loop->mu);
 		loop->worker_busy = false;
 		w->next = NULL;
+		if (loop->worker_orphaned) {
+			/* Nobody will run done: the item stays on the kept
+			 * loop's list, reachable, and efd may be closed. */
+			w->next = loop->finished.head;
+			loop->finished.head = w;
+			break;
+		}
 		if (loop->finished.tail != NULL)
 			loop->finished.tail->next = w;
 		else
@@ -455,6 +466,7 @@ static void worker_stop(struct ev_loop *loop)
 	while (loop->worker_busy) {
 		if (pthread_cond_timedwait(&loop->cond, &loop->mu, &deadline) == ETIMEDOUT) {
 			joined = false;
+			loop->worker_orphaned = true;
 			break;
 		}
 	}
@@ -482,6 +494,12 @@ static void worker_stop(struct ev_loop *loop)
 		free(w);
 	}
 }
+
+/* Loops whose worker was left in a blocking call (worker_stop): kept, not
+ * freed, because that thread still holds their lock and lists. Only a
+ * process on its way out frees its loop, so this does not grow. */
+static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ev_loop *orphans;
 
 /* ---- the loop ---- */
 
@@ -542,6 +560,14 @@ void ev_loop_free(struct ev_loop *loop)
 	for (size_t i = 0; i < loop->nheap; i++)
 		loop->heap[i]->heap_idx = EV_TIMER_IDLE;
 	free(loop->heap);
+	loop->heap = NULL;
+	if (loop->worker_orphaned) {
+		pthread_mutex_lock(&orphans_mu);
+		loop->next_orphan = orphans;
+		orphans = loop;
+		pthread_mutex_unlock(&orphans_mu);
+		return;
+	}
 	pthread_mutex_destroy(&loop->mu);
 	pthread_cond_destroy(&loop->cond);
 	free(loop);

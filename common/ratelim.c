@@ -60,6 +60,12 @@ size_t ratelim_expire(struct ratelim *rl, long long now_ms)
 
 bool ratelim_check(struct ratelim *rl, const struct addr_ip *ip, long long now_ms)
 {
+	return ratelim_take(rl, ip, 1, now_ms);
+}
+
+bool ratelim_take(struct ratelim *rl, const struct addr_ip *ip, unsigned cost, long long now_ms)
+{
+	long long need = (long long)cost * MILLI;
 	struct bucket *b = htab_get(rl->t, ip);
 
 	if (b == NULL) {
@@ -79,7 +85,11 @@ bool ratelim_check(struct ratelim *rl, const struct addr_ip *ip, long long now_m
 		long long dt = now_ms - b->last_ms;
 
 		if (dt > 0) {
-			long long add = dt * rl->per_sec; /* ms * tokens/s = milli-tokens */
+			/* Long enough to fill any bucket: no product that could
+			 * overflow with a rate in bytes. */
+			long long add = rl->per_sec > 0 && dt > rl->cap_milli / rl->per_sec
+						? rl->cap_milli
+						: dt * rl->per_sec; /* ms * tokens/s = milli */
 
 			b->milli_tokens = b->milli_tokens + add > rl->cap_milli
 						  ? rl->cap_milli
@@ -88,9 +98,9 @@ bool ratelim_check(struct ratelim *rl, const struct addr_ip *ip, long long now_m
 		}
 		htab_touch(rl->t, b);
 	}
-	if (b->milli_tokens < MILLI)
+	if (b->milli_tokens < need)
 		return false;
-	b->milli_tokens -= MILLI;
+	b->milli_tokens -= need;
 	return true;
 }
 

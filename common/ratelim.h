@@ -30,6 +30,10 @@ void ratelim_free(struct ratelim *rl);
 /* Takes a token for ip at now_ms; true if there was one. */
 bool ratelim_check(struct ratelim *rl, const struct addr_ip *ip, long long now_ms);
 
+/* Takes cost tokens at once (a budget in bytes: cost = the answer's
+ * length); true if there were that many, else nothing is taken. */
+bool ratelim_take(struct ratelim *rl, const struct addr_ip *ip, unsigned cost, long long now_ms);
+
 /* Forgets IPs idle for forget_ms, oldest first; returns how many. */
 size_t ratelim_expire(struct ratelim *rl, long long now_ms);
 

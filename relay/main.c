@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -23,8 +24,10 @@
 #include "banlist.h"
 #include "daemon.h"
 #include "log.h"
+#include "num.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "relay_transparent.h"
 #include "statefile.h"
 
 static const char usage[] =
@@ -68,6 +71,10 @@ static const char usage[] =
 	"    --query-budget N          getstatus/getinfo forwarded per second from all\n"
 	"                              sources together (default 100, 0 = no cap);\n"
 	"                              the masters are exempt\n"
+	"    --transparent             the server sees each player's own address (the\n"
+	"                              sessions' sockets take it: CAP_NET_ADMIN and\n"
+	"                              tools/relay-transparent-setup; the server on\n"
+	"                              this host); refused at start if either is missing\n"
 	"    --servers FILE            several servers instead: [server NAME] sections\n"
 	"                              of these flags as key = value (docs/relay.md);\n"
 	"                              excludes the flags above and the tuning ones\n"
@@ -86,6 +93,37 @@ static const char usage[] =
 	"\n";
 
 /* The rest of the page (C99 caps one literal at 4,095 bytes). */
+static const char usage_qcache[] =
+	"QUERIES AND ATTACKS (docs/relay.md, \"Queries, budgets, attack mode\"; with\n"
+	"--servers, the same keys per server in the file)\n"
+	"    --query-cache on|off      answer getinfo/getstatus from the server's own\n"
+	"                              latest answers (default on; off: forward them\n"
+	"                              with --query-budget, as etrelay does)\n"
+	"    --query-cache-refresh MS  ask the server again at most this often per\n"
+	"                              kind, and only when asked (default 2000)\n"
+	"    --query-cache-max-age MS  older answers are not served (default 10000)\n"
+	"    --engine-query-limit B/P|off  the server's per-address query limit\n"
+	"                              (ioquake3, ET: Legacy: 10/1000, a burst of 10\n"
+	"                              then one per 1000 ms); refreshes keep\n"
+	"    --engine-query-reserve N  N of that burst free for players' getchallenge\n"
+	"                              (default 5)\n"
+	"    --reply-base BYTES        answer bytes per second unverified askers\n"
+	"                              together get beyond the bytes they send\n"
+	"                              (default 16384)\n"
+	"    --reply-budget BYTES      and never more than this (default 524288,\n"
+	"                              0 = neither limit)\n"
+	"    --source-budget BYTES     per unverified source network per second\n"
+	"                              (default 512; 4 s worth in hand)\n"
+	"    --source-prefix V4/V6     that network's prefix (default 24/64)\n"
+	"    --known-budget BYTES      per known player per second (default 8192)\n"
+	"    --reply-sources N         budget table size (default 65536)\n"
+	"    --attack-threshold PPS    unverified datagrams per second that start\n"
+	"                              attack mode (default 2000, 0 = never)\n"
+	"    --attack-hold S           it ends after S seconds below half (default 30)\n"
+	"    --known-hours H           known players are remembered H hours (72)\n"
+	"    --known-max N             at most N of them (default 65536)\n"
+	"\n";
+
 static const char usage_tunnel[] =
 	"Tunnel (the public side; rally-relay agent is the home side):\n"
 	"    --tunnel-listen ADDR:PORT  coa-relay's host tunnel (GET /relay/v1/host,\n"
@@ -254,6 +292,22 @@ static const char *const server_keys[] = {
 	"public-address",
 	"listing-delay",
 	"listing-timeout",
+	"query-cache",
+	"query-cache-refresh",
+	"query-cache-max-age",
+	"engine-query-limit",
+	"engine-query-reserve",
+	"reply-budget",
+	"reply-base",
+	"source-budget",
+	"source-prefix",
+	"known-budget",
+	"reply-sources",
+	"attack-threshold",
+	"attack-hold",
+	"known-hours",
+	"known-max",
+	"transparent",
 };
 #define NSERVER_KEYS (sizeof(server_keys) / sizeof(server_keys[0]))
 
@@ -277,7 +331,24 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct relay_cfg
 		DAEMON_FN("unconfirmed-timeout", set_srvflag, &sf[10]),
 		DAEMON_FN("listing-delay", set_srvflag, &sf[13]),
 		DAEMON_FN("listing-timeout", set_srvflag, &sf[14]),
-		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[15]),
+		/* the query cache, budgets, attack mode */
+		DAEMON_FN("query-cache", set_srvflag, &sf[15]),
+		DAEMON_FN("query-cache-refresh", set_srvflag, &sf[16]),
+		DAEMON_FN("query-cache-max-age", set_srvflag, &sf[17]),
+		DAEMON_FN("engine-query-limit", set_srvflag, &sf[18]),
+		DAEMON_FN("engine-query-reserve", set_srvflag, &sf[19]),
+		DAEMON_FN("reply-budget", set_srvflag, &sf[20]),
+		DAEMON_FN("reply-base", set_srvflag, &sf[21]),
+		DAEMON_FN("source-budget", set_srvflag, &sf[22]),
+		DAEMON_FN("source-prefix", set_srvflag, &sf[23]),
+		DAEMON_FN("known-budget", set_srvflag, &sf[24]),
+		DAEMON_FN("reply-sources", set_srvflag, &sf[25]),
+		DAEMON_FN("attack-threshold", set_srvflag, &sf[26]),
+		DAEMON_FN("attack-hold", set_srvflag, &sf[27]),
+		DAEMON_FN("known-hours", set_srvflag, &sf[28]),
+		DAEMON_FN("known-max", set_srvflag, &sf[29]),
+		DAEMON_FN0("transparent", set_srvflag, &sf[30]),
+		DAEMON_FN0("no-heartbeat", set_srvflag, &sf[NSERVER_KEYS]),
 		DAEMON_STR_SET("servers", c->servers_file),
 		DAEMON_ADDR("control", &c->control),
 		DAEMON_STR_SET("token-file", c->token_file),
@@ -515,10 +586,11 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "agent") == 0)
 		return relay_agent_main(argc - 1, argv + 1);
-	static char
-		page[sizeof(usage) + sizeof(usage_tunnel) + sizeof(usage_api) + sizeof(usage_end)];
+	static char page[sizeof(usage) + sizeof(usage_qcache) + sizeof(usage_tunnel) +
+			 sizeof(usage_api) + sizeof(usage_end)];
 
-	snprintf(page, sizeof(page), "%s%s%s%s", usage, usage_tunnel, usage_api, usage_end);
+	snprintf(page, sizeof(page), "%s%s%s%s%s", usage, usage_qcache, usage_tunnel, usage_api,
+		 usage_end);
 	daemon_init(d, "rally-relay", page);
 	parse_args(d, argc, argv, &r->cfg);
 	daemon_start(d);
@@ -560,6 +632,10 @@ int main(int argc, char **argv)
 	if (d->check) {
 		size_t nb = banlist_count(relay_bans_list(r->bans));
 
+		ret = relay_transparent_check_servers(r);
+		if (ret < 0)
+			goto out;
+
 		if (r->cfg.servers_file[0] != '\0') {
 			log_bare("config-ok servers=%zu bans=%zu", r->nservers, nb);
 			for (size_t i = 0; i < r->nservers; i++) {
@@ -586,6 +662,21 @@ int main(int argc, char **argv)
 		}
 		if (r->tunnel != NULL)
 			log_bare("config-ok tunnel-realms=%zu", relay_tunnel_keys_count(r->tunnel));
+		for (size_t i = 0; i < r->nservers; i++) {
+			const struct relay_server *srv = r->servers[i];
+			char path[PATH_MAX], sn[RELAY_NAME_MAX + 16];
+			size_t known = 0;
+
+			if (relay_qcache_path(srv, path, sizeof(path), NULL, 0) < 0) {
+				ret = -ENAMETOOLONG;
+				goto out;
+			}
+			ret = relay_qcache_check_file(&srv->cfg.qcache, path, &known);
+			if (ret < 0)
+				goto out;
+			log_bare("config-ok%s known-players=%zu",
+				 relay_server_logname(srv, sn, sizeof(sn)), known);
+		}
 		goto out;
 	}
 	for (size_t i = 0; i < r->nservers; i++) {

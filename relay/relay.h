@@ -3,6 +3,7 @@
  *
  * main.c builds a struct relay from the command line and wires the modules:
  * relay_proxy.c (public socket, sessions, filter, limiter, ban check),
+ * relay_qcache.c (query cache, reply budgets, attack mode, known players),
  * relay_heartbeat.c (server probe and master heartbeats), relay_bans.c (ban
  * table and its state file), relay_control.c (the HTTP control API),
  * relay_tunnel.c (the coa-compatible tunnel's public side, with
@@ -19,6 +20,7 @@
 
 #include "addr.h"
 #include "ev.h"
+#include "relay_qcache.h"
 #include "relay_srvfile.h"
 
 /* The seed's constants (etrelay ENGINE v2, "Constants"). */
@@ -78,6 +80,8 @@ struct relay_cfg {
 	unsigned tunnel_max_allocs_player, tunnel_max_streams;
 	long long tunnel_alloc_timeout_ms, tunnel_idle_timeout_ms, tunnel_handshake_timeout_ms;
 	long long tunnel_ping_ms, tunnel_connect_timeout_ms;
+	/* The query cache, reply budgets, attack mode (relay_qcache.h). */
+	struct relay_qcache_cfg qcache;
 };
 
 #define RELAY_TUNNEL_PORT_MIN          (40000)
@@ -102,6 +106,7 @@ enum relay_drop {
 	RELAY_DROP_SESSION_CAP,
 	RELAY_DROP_SEND_ERROR,
 	RELAY_DROP_QUERY_BUDGET,
+	RELAY_DROP_ATTACK_MODE,
 	RELAY_DROP_NREASONS
 };
 
@@ -211,12 +216,20 @@ size_t relay_proxy_ratelim_count(const struct relay_proxy *p);
 void relay_proxy_deliver(struct relay_proxy *p, uint32_t sid, const uint8_t *buf, size_t len);
 /* Datagrams the kernel dropped on the public socket, or -1 if unknown. */
 long long relay_proxy_kernel_drops(const struct relay_proxy *p);
+/* An answer of our own for the public sockets' batch: write at most *room
+ * bytes into the slot, then push it with its length, destination and the
+ * public socket it leaves from (the one the asker came in on). */
+uint8_t *relay_proxy_out_slot(struct relay_proxy *p, size_t *room);
+void relay_proxy_out_push(struct relay_proxy *p, uint8_t pub, const struct addr *to, size_t len);
+/* The proxy's query cache (NULL: none). */
+struct relay_qcache *relay_proxy_qcache(const struct relay_proxy *p);
 
 struct relay_session_info {
 	struct addr client;
 	uint16_t upstream_port;
-	bool tunnelled; /* through the tunnel: no upstream socket here */
-	bool confirmed; /* the client spoke again after the server's answer */
+	bool tunnelled;   /* through the tunnel: no upstream socket here */
+	bool transparent; /* its upstream socket carries the client's address */
+	bool confirmed;   /* the client spoke again after the server's answer */
 	long long age_ms, idle_ms;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	unsigned queued;
@@ -410,6 +423,10 @@ void relay_tunnel_metrics(const struct relay_tunnel *t, struct strbuf *out);
  * the tunnel. 0, or -ENOTCONN (no tunnel for that realm). */
 int relay_tunnel_dgram(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
 		       const uint8_t *buf, size_t len);
+/* The same for a player's datagram: an agent that took TUNMSG_X_PEER also
+ * gets client, the player's address (NULL: none). */
+int relay_tunnel_dgram_from(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
+			    const struct addr *client, const uint8_t *buf, size_t len);
 /* True when the tunnel of srv's realm is up. */
 bool relay_tunnel_server_up(const struct relay_tunnel *t, const struct relay_server *srv);
 

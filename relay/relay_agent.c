@@ -35,6 +35,7 @@
 #include "log.h"
 #include "relay.h"
 #include "relay_keys.h"
+#include "relay_transparent.h"
 #include "relay_tundgram.h"
 #include "relay_tunmsg.h"
 #include "relay_tunpipe.h"
@@ -94,6 +95,10 @@ static const char usage[] =
 	"    --server IP:PORT          a UDP game server (Quake 3 engine) to carry:\n"
 	"                              the relay runs --server tunnel:REALM_UUID\n"
 	"    --no-udp                  game datagrams in the tunnel only (UDP blocked)\n"
+	"    --transparent             each player's socket toward --server takes the\n"
+	"                              player's own address (CAP_NET_ADMIN and\n"
+	"                              tools/relay-transparent-setup; refused at start\n"
+	"                              if either is missing)\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log at debug level too\n"
 	"    --check-config            check the flags, the key and the token, then exit\n"
@@ -132,7 +137,8 @@ struct agent_cfg {
 	bool json_only;
 	bool server_on; /* --server: a UDP game server to carry */
 	struct addr server;
-	bool no_udp; /* --no-udp: game datagrams in the tunnel only */
+	bool no_udp;      /* --no-udp: game datagrams in the tunnel only */
+	bool transparent; /* --transparent: sessions take the players' addresses */
 };
 
 struct astream {
@@ -191,6 +197,9 @@ struct agent {
 	long long udp_ping_ms, udp_pong_ms;
 	struct htab *usess; /* sid -> struct usess * */
 	uint64_t udp_in, udp_out, udp_bad, dgram_in, dgram_ws_in, dgram_ws_out, usess_opened;
+	bool peer_taken;        /* the relay sends the players' addresses (X_PEER) */
+	uint64_t usess_no_peer; /* sessions opened without the player's address */
+	struct relay_transparent_stats tstats;
 	uint8_t dgram[TUNDGRAM_PAYLOAD + TUNDGRAM_OVER + 64];
 	uint8_t plain[TUNDGRAM_PAYLOAD + TUNMSG_BIN_HDR + 64];
 	/* the data channel (x_rally TUNMSG_X_DATA) */
@@ -517,6 +526,7 @@ struct usess {
 	uint32_t sid;
 	struct ev_io *io;
 	long long last_ms;
+	bool transparent; /* its socket carries the player's address */
 };
 
 static bool udp_ok(const struct agent *ag)
@@ -590,6 +600,8 @@ static void usess_free(struct usess *u)
 	struct agent *ag = u->ag;
 	struct usess **slot = htab_get(ag->usess, &u->sid);
 
+	if (u->transparent)
+		ag->tstats.active--;
 	ev_io_del(u->io, true);
 	if (slot != NULL)
 		htab_remove(ag->usess, slot);
@@ -613,9 +625,43 @@ static void on_usess(struct ev_io *io, uint32_t events, void *arg)
 	(void)ag;
 }
 
-/* A game datagram from the relay for session sid: to the server, from
- * that session's own socket (opened on its first datagram). */
-static void dgram_in(struct agent *ag, uint32_t sid, const uint8_t *p, size_t n)
+/*
+ * The socket of a new session toward the server: with --transparent and
+ * the player's address from the relay, bound to it (the server sees the
+ * player); else the agent's own. -errno when the transparent bind fails
+ * (no session: never a silent fallback to our address).
+ */
+static int usess_socket(struct agent *ag, uint32_t sid, const struct addr *peer, bool *tp)
+{
+	struct addr local;
+	char a[ADDR_STRLEN];
+	int fd = -EAFNOSUPPORT;
+
+	*tp = false;
+	if (ag->cfg.transparent && peer != NULL) {
+		fd = relay_transparent_connect(&ag->cfg.server, peer, &local, &ag->tstats);
+		*tp = fd >= 0;
+	}
+	if (fd == -EAFNOSUPPORT) {
+		if (ag->cfg.transparent && peer == NULL && sid != 0)
+			ag->usess_no_peer++;
+		fd = addr_udp_connect(&ag->cfg.server, &local);
+	}
+	if (fd < 0)
+		return fd;
+	/* The port the server sees for this player, and who it is. */
+	if (peer != NULL && log_enabled(LOG_LEVEL_DEBUG))
+		log_debug("game-session-open sid=%u peer=%s upstream_port=%u%s", sid,
+			  addr_str(peer, a, sizeof(a)), addr_port(&local),
+			  *tp ? " transparent=1" : "");
+	return fd;
+}
+
+/* A game datagram from the relay for session sid (peer: the player's
+ * address, when the relay sends it): to the server, from that session's
+ * own socket (opened on its first datagram). */
+static void dgram_in(struct agent *ag, uint32_t sid, const struct addr *peer, const uint8_t *p,
+		     size_t n)
 {
 	struct usess **slot, *u;
 
@@ -624,22 +670,35 @@ static void dgram_in(struct agent *ag, uint32_t sid, const uint8_t *p, size_t n)
 		return;
 	}
 	slot = htab_get(ag->usess, &sid);
+	if (slot == NULL && peer == NULL && sid != 0 && ag->cfg.transparent && ag->peer_taken) {
+		/* Sent before the relay had our answer (a new tunnel's first
+		 * round trip): a socket opened now would show the server our
+		 * address for the whole session, and after a tunnel's restart
+		 * change a playing client's address. The game resends; the next
+		 * datagram carries the player's address. */
+		ag->usess_no_peer++;
+		return;
+	}
 	if (slot == NULL) {
 		int fd;
+		bool tp;
 		struct usess *evicted = NULL;
 
 		u = calloc(1, sizeof(*u));
 		if (u == NULL)
 			return;
-		fd = addr_udp_connect(&ag->cfg.server, NULL);
+		fd = usess_socket(ag, sid, peer, &tp);
 		if (fd < 0) {
 			free(u);
 			return;
 		}
+		u->transparent = tp;
 		/* Full: the session idle longest makes room (the relay's own
 		 * table decides who plays; this one only follows it). */
 		slot = htab_insert(ag->usess, &sid, true, &evicted);
 		if (evicted != NULL) {
+			if (evicted->transparent)
+				ag->tstats.active--;
 			ev_io_del(evicted->io, true);
 			free(evicted);
 		}
@@ -647,6 +706,8 @@ static void dgram_in(struct agent *ag, uint32_t sid, const uint8_t *p, size_t n)
 		u->sid = sid;
 		u->io = ev_io_add(ag->loop, fd, EPOLLIN, on_usess, u);
 		if (slot == NULL || u->io == NULL) {
+			if (tp)
+				ag->tstats.active--;
 			if (slot != NULL)
 				htab_remove(ag->usess, slot);
 			if (u->io != NULL)
@@ -697,6 +758,19 @@ static void udp_close(struct agent *ag)
 	sodium_memzero(ag->udp_tx, sizeof(ag->udp_tx));
 }
 
+/* A datagram with the player's address in front (TUNMSG_X_PEER). */
+static void peer_in(struct agent *ag, uint32_t sid, const uint8_t *p, size_t n)
+{
+	struct addr peer;
+	int k = tundgram_peer_decode(p, n, &peer);
+
+	if (k < 0) {
+		ag->bad_msgs++;
+		return;
+	}
+	dgram_in(ag, sid, &peer, p + k, n - (size_t)k);
+}
+
 static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 {
 	struct agent *ag = arg;
@@ -728,7 +802,9 @@ static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 		}
 		ag->udp_in++;
 		if (h.type == TUNDGRAM_DATA) {
-			dgram_in(ag, h.sid, ag->plain, (size_t)m);
+			dgram_in(ag, h.sid, NULL, ag->plain, (size_t)m);
+		} else if (h.type == TUNDGRAM_DATA_PEER) {
+			peer_in(ag, h.sid, ag->plain, (size_t)m);
 		} else if (h.type == TUNDGRAM_PONG) {
 			if (!udp_ok(ag))
 				log_info("tunnel-udp-up relay=%s", ag->cfg.url);
@@ -946,6 +1022,19 @@ static void get_status(struct agent *ag, struct httpd_req *req)
 								   : "tunnel"));
 	json_object_object_add(o, "game_sessions",
 			       json_object_new_int64((int64_t)htab_count(ag->usess)));
+	json_object_object_add(o, "transparent", json_object_new_boolean(ag->cfg.transparent));
+	json_object_object_add(o, "player_addresses", json_object_new_boolean(ag->peer_taken));
+	json_object_object_add(o, "transparent_sessions",
+			       json_object_new_int64((int64_t)ag->tstats.active));
+	json_object_object_add(o, "transparent_sessions_total",
+			       json_object_new_int64((int64_t)ag->tstats.opened));
+	json_object_object_add(o, "transparent_port_taken",
+			       json_object_new_int64((int64_t)ag->tstats.port_taken));
+	json_object_object_add(
+		o, "transparent_bind_fail",
+		json_object_new_int64((int64_t)(ag->tstats.fail_error + ag->tstats.fail_family)));
+	json_object_object_add(o, "sessions_without_address",
+			       json_object_new_int64((int64_t)ag->usess_no_peer));
 	json_object_object_add(o, "udp_in", json_object_new_int64((int64_t)ag->udp_in));
 	json_object_object_add(o, "udp_out", json_object_new_int64((int64_t)ag->udp_out));
 	json_object_object_add(o, "udp_bad", json_object_new_int64((int64_t)ag->udp_bad));
@@ -1093,7 +1182,12 @@ static void on_bin(struct agent *ag, const uint8_t *msg, size_t len)
 	}
 	if (type == TUNMSG_BIN_DGRAM) {
 		ag->dgram_ws_in++;
-		dgram_in(ag, id, p, n);
+		dgram_in(ag, id, NULL, p, n);
+		return;
+	}
+	if (type == TUNMSG_BIN_DGRAM_PEER) {
+		ag->dgram_ws_in++;
+		peer_in(ag, id, p, n);
 		return;
 	}
 	s = stream_of(ag, id);
@@ -1269,6 +1363,16 @@ static void on_msg(struct agent *ag, const uint8_t *msg, size_t len)
 				udp_setup(ag, &m, &x);
 			if ((m.x_features & TUNMSG_X_DATA) && data_url(ag, NULL, 0))
 				x.x_features |= TUNMSG_X_DATA;
+			/* The players' addresses: for --transparent, and for the
+			 * debug log's mapping otherwise. */
+			ag->peer_taken = ag->cfg.server_on && (m.x_features & TUNMSG_X_PEER);
+			if (ag->peer_taken)
+				x.x_features |= TUNMSG_X_PEER;
+			else if (ag->cfg.transparent)
+				log_warnx("tunnel-no-peer relay=%s hint=\"the relay does not send "
+					  "the players' addresses (upgrade it): the server sees "
+					  "this agent's address\"",
+					  ag->cfg.url);
 			send_msg(ag, &x);
 			ag->bin = true;
 			if (x.x_features & TUNMSG_X_DATA)
@@ -1507,6 +1611,7 @@ int relay_agent_main(int argc, char **argv)
 		DAEMON_BOOL("json-framing", &c->json_only),
 		DAEMON_ADDR("server", &c->server),
 		DAEMON_BOOL("no-udp", &c->no_udp),
+		DAEMON_BOOL("transparent", &c->transparent),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	int pos, ret = -EINVAL;
@@ -1541,6 +1646,9 @@ int relay_agent_main(int argc, char **argv)
 				       "--json-framing");
 	if (c->control_on && c->token_file[0] == '\0')
 		daemon_die_usage("%s", "--control needs --token-file");
+	if (c->transparent && !c->server_on)
+		daemon_die_usage("%s", "--transparent needs --server (the game server's "
+				       "sessions take the players' addresses)");
 	daemon_start(d);
 	ag.loop = d->loop;
 	daemon_set_handlers(d, on_stop, on_reload, &ag);
@@ -1566,6 +1674,17 @@ int relay_agent_main(int argc, char **argv)
 	ret = load_key(&ag);
 	if (ret < 0)
 		goto out;
+	if (c->transparent) {
+		char why[320];
+
+		/* Before anything dials: never a silent fallback. */
+		ret = relay_transparent_check(&c->server, why, sizeof(why));
+		if (ret < 0) {
+			log_err("transparent-unavailable server=%s %s",
+				addr_str(&c->server, ca, sizeof(ca)), why);
+			goto out;
+		}
+	}
 	if (c->control_on) {
 		struct httpd_cfg hc = {.max_body = 4096, .conn_limit = 256, .conn_timeout_s = 30};
 		int fd;

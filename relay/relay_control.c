@@ -37,6 +37,7 @@
 #include "log.h"
 #include "ratelim.h"
 #include "relay.h"
+#include "relay_transparent.h"
 #include "statefile.h"
 #include "strbuf.h"
 
@@ -142,6 +143,7 @@ static void add_session(const struct relay_session_info *si, void *arg)
 	json_object_object_add(o, "client_port", json_object_new_int(addr_port(&si->client)));
 	json_object_object_add(o, "upstream_port", json_object_new_int(si->upstream_port));
 	json_object_object_add(o, "tunnelled", json_object_new_boolean(si->tunnelled));
+	json_object_object_add(o, "transparent", json_object_new_boolean(si->transparent));
 	json_object_object_add(o, "confirmed", json_object_new_boolean(si->confirmed));
 	json_object_object_add(o, "age_ms", json_object_new_int64(si->age_ms));
 	json_object_object_add(o, "idle_ms", json_object_new_int64(si->idle_ms));
@@ -212,6 +214,27 @@ static struct json_object *status_master(const struct relay_server *srv, size_t 
 	return o;
 }
 
+/* The query cache's state (relay_qcache.c); null when it has none. */
+static struct json_object *qcache_json(const struct relay_server *srv)
+{
+	struct relay_qcache_state st;
+	struct json_object *o, *age;
+
+	if (!relay_qcache_state(relay_proxy_qcache(srv->proxy), &st))
+		return NULL;
+	o = json_object_new_object();
+	age = json_object_new_object();
+	json_object_object_add(o, "on", json_object_new_boolean(st.on));
+	json_object_object_add(o, "usable", json_object_new_boolean(st.usable));
+	json_object_object_add(o, "attack_mode", json_object_new_boolean(st.attack));
+	json_object_object_add(o, "unverified_pps", json_object_new_uint64(st.unverified_pps));
+	json_object_object_add(o, "known_players", json_object_new_uint64(st.known));
+	json_object_object_add(age, "getinfo", json_object_new_int64(st.age_ms[0]));
+	json_object_object_add(age, "getstatus", json_object_new_int64(st.age_ms[1]));
+	json_object_object_add(o, "age_ms", age);
+	return o;
+}
+
 /*
  * What the admin page shows above its tables: which relay this is, since
  * when, in front of what (the first server: the classic one, or the first
@@ -259,6 +282,7 @@ static void get_status(struct relay_control *c, struct httpd_req *req)
 			       json_object_new_uint64(banlist_count(relay_bans_list(r->bans))));
 	json_object_object_add(o, "max_bans", json_object_new_int(RELAY_MAX_BANS));
 	json_object_object_add(o, "tunnel", json_object_new_boolean(r->tunnel != NULL));
+	json_object_object_add(o, "query_cache", srv != NULL ? qcache_json(srv) : NULL);
 	names = json_object_new_array();
 	for (size_t i = 0; i < r->nservers; i++)
 		json_object_array_add(names, json_object_new_string(r->servers[i]->cfg.name));
@@ -473,6 +497,7 @@ static struct json_object *server_json(const struct relay_control *c,
 			       json_object_new_uint64(relay_proxy_session_count(srv->proxy)));
 	json_object_object_add(o, "max_sessions", json_object_new_uint64(srv->cfg.max_sessions));
 	json_object_object_add(o, "query_budget", json_object_new_uint64(srv->cfg.query_budget));
+	json_object_object_add(o, "transparent", json_object_new_boolean(srv->cfg.transparent));
 	json_object_object_add(
 		o, "bans",
 		json_object_new_uint64(srv->bans != NULL ? banlist_count(relay_bans_list(srv->bans))
@@ -490,6 +515,7 @@ static struct json_object *server_json(const struct relay_control *c,
 	json_object_object_add(o, "heartbeat_tag", json_object_new_string(srv->cfg.heartbeat_tag));
 	json_object_object_add(o, "heartbeats", masters_json(srv, now));
 	json_object_object_add(o, "listing", listing_json(srv));
+	json_object_object_add(o, "query_cache", qcache_json(srv));
 	return o;
 }
 
@@ -752,6 +778,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 		}
 	}
 	relay_heartbeat_metrics(r, &b);
+	relay_transparent_metrics(r, &b);
 	metric(&b, "rally_relay_bans", "gauge", "Active bans.",
 	       banlist_count(relay_bans_list(r->bans)));
 	family(&b, "rally_relay_query_sources", "gauge",
@@ -777,6 +804,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	}
 	if (r->tunnel != NULL)
 		relay_tunnel_metrics(r->tunnel, &b);
+	relay_qcache_metrics(r, &b);
 	if (b.bad)
 		httpd_reply_error(req, 500, "metrics too large");
 	else

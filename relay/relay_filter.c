@@ -60,6 +60,7 @@ const char *relay_drop_name(enum relay_drop d)
 		[RELAY_DROP_SESSION_CAP] = "session_cap",
 		[RELAY_DROP_SEND_ERROR] = "send_error",
 		[RELAY_DROP_QUERY_BUDGET] = "query_budget",
+		[RELAY_DROP_ATTACK_MODE] = "attack_mode",
 	};
 
 	return (unsigned)d < RELAY_DROP_NREASONS ? names[d] : "unknown";

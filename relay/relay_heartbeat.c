@@ -605,8 +605,10 @@ bool relay_heartbeat_is_master(const struct relay_heartbeat *hb, const struct ad
 
 void relay_heartbeat_note_query(struct relay_heartbeat *hb, const struct addr_ip *ip)
 {
-	/* XXX: O(masters x families) per query, at most 32 compares; queries
-	 * are rare next to game traffic and rate-limited after this. */
+	/* O(masters x families) per query, at most 32 address compares, before
+	 * the query cache's budgets: under a getstatus flood that is the
+	 * relay's dearest per-packet step after the cache's own lookups
+	 * (tools/bench/qcache's attack-mode figure includes it). */
 	int i = master_index(hb, ip);
 
 	if (i >= 0)

@@ -5,11 +5,14 @@
  *
  * client -> public socket (recvmmsg, up to 64 per wakeup) -> size check ->
  * v4-mapped source made plain IPv4 -> ban check (global, then the
- * server's) -> filter -> query limiter -> session lookup/creation -> send()
- * on the session's upstream socket (or its queue when the kernel says
- * EAGAIN). server -> upstream socket (recvmmsg) -> a batch of answers sent
- * with sendmmsg from the public socket the client came in on, so they come
- * from the public port it knows.
+ * server's) -> filter -> getinfo/getstatus: the query cache answers
+ * (relay_qcache.c, the server's own; with it off, the query limiter and a
+ * session) -> session lookup -> attack mode's gate -> session creation ->
+ * send() on the session's upstream socket (or its queue when the kernel
+ * says EAGAIN). server -> upstream socket (recvmmsg) -> a batch of answers
+ * sent with sendmmsg from the public socket the client came in on, so they
+ * come from the public port it knows; the cache's answers join the same
+ * batch, from the socket their asker came in on.
  *
  * IPv6: a "[::]:p" socket is dual-stack (IPv4 clients arrive as
  * ::ffff:a.b.c.d and are turned into plain IPv4 at once, so bans, limits,
@@ -37,6 +40,7 @@
 #include "q3.h"
 #include "ratelim.h"
 #include "relay.h"
+#include "relay_transparent.h"
 
 #define BATCH    (64)
 #define BUF_SIZE (RELAY_MAX_PACKET + 1) /* one more, to see oversize */
@@ -52,8 +56,9 @@ struct session {
 	struct relay_proxy *p;
 	struct ev_io *io; /* NULL through the tunnel */
 	uint16_t upstream_port;
-	uint8_t pub;  /* the public socket it came in on */
-	uint32_t sid; /* through the tunnel: the session's id there */
+	bool transparent; /* its socket carries the client's address */
+	uint8_t pub;      /* the public socket it came in on */
+	uint32_t sid;     /* through the tunnel: the session's id there */
 	long long created_ms, last_ms;
 	/*
 	 * Unconfirmed until the client speaks again after the server's first
@@ -63,6 +68,9 @@ struct session {
 	 * for new clients when the table is full.
 	 */
 	bool confirmed;
+	/* The server answered connectResponse; then the client's game
+	 * traffic made it a known player (relay_qcache.c). */
+	bool connect_answered, known_noted;
 	struct session *uprev, *unext;
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out;
 	/* Packets for the server that met a full socket buffer. */
@@ -91,6 +99,7 @@ struct relay_proxy {
 	struct htab *by_sid; /* tunnel: sid -> struct session * */
 	uint32_t next_sid;
 	struct ratelim *queries;
+	struct relay_qcache *qc;
 	struct ev_timer sweep;
 	size_t queued_bytes;
 	struct session *unconf_old, *unconf_new; /* unconfirmed, by recency */
@@ -112,6 +121,8 @@ struct relay_proxy {
 	unsigned nout;
 
 	struct log_ratelimit warn_send, warn_sock;
+	/* --transparent: its counters (relay_transparent.c); off when NULL. */
+	struct relay_transparent_stats tstats, *tp;
 };
 
 static void session_close(struct relay_proxy *p, struct session *s, const char *why);
@@ -193,8 +204,15 @@ static void log_oob(const struct session *s, const char *dir, const uint8_t *buf
  * batch. */
 static void out_take(struct relay_proxy *p, struct session *s, size_t len)
 {
+	static const char cr[] = "\xff\xff\xff\xff"
+				 "connectResponse";
 	unsigned k = p->nout;
 
+	/* The server took this client: once it sends game traffic it is a
+	 * player (a game packet never starts with the OOB marker). */
+	if (len >= sizeof(cr) - 1 &&
+	    memcmp(p->out_bufs + (size_t)k * BUF_SIZE, cr, sizeof(cr) - 1) == 0)
+		s->connect_answered = true;
 	s->pkts_out++;
 	s->bytes_out += len;
 	if (log_enabled(LOG_LEVEL_DEBUG))
@@ -359,17 +377,29 @@ static void session_close(struct relay_proxy *p, struct session *s, const char *
 	}
 	if (!s->confirmed)
 		unconf_unlink(p, s);
+	if (s->known_noted) {
+		struct addr_ip ip;
+
+		addr_to_ip(&s->client, &ip);
+		relay_qcache_player(p->qc, &ip); /* last seen: now */
+	}
 	p->srv->st.sessions_closed++;
+	if (s->transparent && p->tp != NULL)
+		p->tp->active--;
 	htab_remove(p->sessions, s);
-	if (log_enabled(LOG_LEVEL_DEBUG)) {
+	/* A player's session (confirmed) closes at info: with its open line,
+	 * the log maps the port the server saw back to the real address. */
+	if (log_enabled(s->confirmed ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG)) {
 		char sn[RELAY_NAME_MAX + 16];
 
-		log_debug("session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
-			  "pkts_out=%llu bytes_out=%llu%s",
-			  addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
-			  (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
-			  (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out,
-			  relay_server_logname(p->srv, sn, sizeof(sn)));
+		log_emit(s->confirmed ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG, 0,
+			 "session-close peer=%s active=%zu reason=%s pkts_in=%llu bytes_in=%llu "
+			 "pkts_out=%llu bytes_out=%llu upstream_port=%u%s%s",
+			 addr_str(&s->client, a, sizeof(a)), htab_count(p->sessions), why,
+			 (unsigned long long)s->pkts_in, (unsigned long long)s->bytes_in,
+			 (unsigned long long)s->pkts_out, (unsigned long long)s->bytes_out,
+			 s->upstream_port, s->transparent ? " transparent=1" : "",
+			 relay_server_logname(p->srv, sn, sizeof(sn)));
 	}
 }
 
@@ -407,6 +437,7 @@ static void session_init(struct relay_proxy *p, struct session *s, const struct 
 	s->p = p;
 	s->client = *client;
 	s->upstream_port = upstream_port;
+	s->transparent = false;
 	s->pub = pub;
 	s->created_ms = s->last_ms = ev_now(p->r->loop);
 	s->confirmed = false;
@@ -457,6 +488,7 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 	struct relay_server *srv = p->srv;
 	struct session *s;
 	struct addr local;
+	bool transparent = false;
 	int fd;
 
 	expire_sessions(p, ev_now(r->loop));
@@ -474,8 +506,15 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 	}
 	if (srv->cfg.server_tunnel)
 		return session_open_tunnel(p, client, key, pub);
-	/* Its local port is the port the server sees for this client. */
-	fd = addr_udp_connect(&srv->server, &local);
+	/* Its local port is the port the server sees for this client; in
+	 * transparent mode its address is the client's too (a client of the
+	 * other family keeps ours, counted). */
+	fd = -EAFNOSUPPORT;
+	if (p->tp != NULL)
+		fd = relay_transparent_connect(&srv->server, client, &local, p->tp);
+	transparent = fd >= 0;
+	if (fd == -EAFNOSUPPORT)
+		fd = addr_udp_connect(&srv->server, &local);
 	if (fd < 0) {
 		errno = -fd;
 		goto fail;
@@ -489,15 +528,19 @@ static struct session *session_open(struct relay_proxy *p, const struct addr *cl
 		goto fail_fd;
 	}
 	session_init(p, s, client, addr_port(&local), pub);
+	s->transparent = transparent;
 	if (log_enabled(LOG_LEVEL_DEBUG)) {
 		char a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
 
-		log_debug("session-open peer=%s active=%zu upstream_port=%u%s",
+		log_debug("session-open peer=%s active=%zu upstream_port=%u%s%s",
 			  addr_str(client, a, sizeof(a)), htab_count(p->sessions), s->upstream_port,
+			  transparent ? " transparent=1" : "",
 			  relay_server_logname(p->srv, sn, sizeof(sn)));
 	}
 	return s;
 fail_fd:
+	if (transparent)
+		p->tp->active--;
 	close(fd);
 fail : {
 	unsigned long sup;
@@ -516,7 +559,8 @@ static void session_send(struct relay_proxy *p, struct session *s, const uint8_t
 
 	if (s->io == NULL) {
 		/* Through the tunnel: its queues are the tunnel's. */
-		if (relay_tunnel_dgram(p->r->tunnel, p->srv, s->sid, buf, len) < 0) {
+		if (relay_tunnel_dgram_from(p->r->tunnel, p->srv, s->sid, &s->client, buf, len) <
+		    0) {
 			drop(p, RELAY_DROP_SEND_ERROR);
 			return;
 		}
@@ -600,6 +644,29 @@ static bool banned(struct relay_proxy *p, const struct addr *from)
 	return (any_g && relay_bans_check(g, &ip)) || (any_own && relay_bans_check(own, &ip));
 }
 
+/*
+ * A client spoke again after the server's answer: a player (spoofed
+ * sources and one-shot queries never get here). One line at info maps the
+ * port the server sees (its logs, its bans) back to the real address;
+ * nothing of the traffic itself.
+ */
+static void log_confirmed(struct relay_proxy *p, const struct session *s)
+{
+	char a[ADDR_STRLEN], sn[RELAY_NAME_MAX + 16];
+
+	if (!log_enabled(LOG_LEVEL_INFO))
+		return;
+	if (s->io == NULL)
+		log_info("session-player peer=%s tunnel_sid=%u%s",
+			 addr_str(&s->client, a, sizeof(a)), s->sid,
+			 relay_server_logname(p->srv, sn, sizeof(sn)));
+	else
+		log_info("session-player peer=%s upstream_port=%u%s%s",
+			 addr_str(&s->client, a, sizeof(a)), s->upstream_port,
+			 s->transparent ? " transparent=1" : "",
+			 relay_server_logname(p->srv, sn, sizeof(sn)));
+}
+
 static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr *from,
 			  const uint8_t *buf, size_t len)
 {
@@ -631,9 +698,20 @@ static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr 
 	case RELAY_VERDICT_QUERY: {
 		struct addr_ip ip;
 
+		/* A master checking the server it lists, answered from the
+		 * cache or not. */
 		addr_to_ip(from, &ip);
 		if (p->srv->hb != NULL)
 			relay_heartbeat_note_query(p->srv->hb, &ip);
+		switch (relay_qcache_query(p->qc, pub, from, buf, len)) {
+		case RELAY_QC_DONE:
+			return;
+		case RELAY_QC_ATTACK:
+			drop(p, RELAY_DROP_ATTACK_MODE);
+			return;
+		case RELAY_QC_FORWARD:
+			break;
+		}
 		if (!ratelim_check(p->queries, &ip, ev_now(r->loop))) {
 			drop(p, RELAY_DROP_RATE_LIMITED);
 			if (log_enabled(LOG_LEVEL_DEBUG)) {
@@ -657,15 +735,32 @@ static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr 
 	}
 	addr_to_key(from, &key);
 	s = htab_get(p->sessions, &key);
+	if (s != NULL && !s->confirmed && s->pkts_out > 0) {
+		s->confirmed = true;
+		unconf_unlink(p, s);
+		log_confirmed(p, s);
+	}
+	if (v != RELAY_VERDICT_QUERY) {
+		struct addr_ip ip;
+
+		/* Attack mode: players (a session the server took) and known
+		 * players only. Forwarded queries were judged above. */
+		addr_to_ip(from, &ip);
+		if (!relay_qcache_admit(p->qc, &ip, s != NULL && s->connect_answered)) {
+			drop(p, RELAY_DROP_ATTACK_MODE);
+			return;
+		}
+		if (v == RELAY_VERDICT_GAME && s != NULL && s->connect_answered &&
+		    !s->known_noted) {
+			s->known_noted = true;
+			relay_qcache_player(p->qc, &ip);
+		}
+	}
 	if (s == NULL) {
 		s = session_open(p, from, &key, pub);
 		if (s == NULL)
 			return;
 	} else {
-		if (!s->confirmed && s->pkts_out > 0) {
-			s->confirmed = true;
-			unconf_unlink(p, s);
-		}
 		session_touch(p, s, ev_now(r->loop));
 	}
 	if (v != RELAY_VERDICT_GAME && log_enabled(LOG_LEVEL_DEBUG)) {
@@ -674,6 +769,9 @@ static void handle_client(struct relay_proxy *p, uint8_t pub, const struct addr 
 		log_debug("oob peer=%s dir=to-server cmd=%s len=%zu", addr_str(from, a, sizeof(a)),
 			  cmd, len);
 	}
+	/* The engine's per-address query budget pays for these. */
+	if (v == RELAY_VERDICT_QUERY || (v == RELAY_VERDICT_PASS && q3_cmd_eq(cmd, "getchallenge")))
+		relay_qcache_engine_note(p->qc);
 	session_send(p, s, buf, len);
 }
 
@@ -801,6 +899,35 @@ bool relay_proxy_can_send(const struct relay_proxy *p, int family)
 	return p != NULL && pub_for(p, family) != NULL;
 }
 
+uint8_t *relay_proxy_out_slot(struct relay_proxy *p, size_t *room)
+{
+	if (p->nout == BATCH)
+		flush_out(p);
+	*room = BUF_SIZE;
+	return p->out_bufs + (size_t)p->nout * BUF_SIZE;
+}
+
+void relay_proxy_out_push(struct relay_proxy *p, uint8_t pub, const struct addr *to, size_t len)
+{
+	unsigned k = p->nout;
+
+	/* A dual-stack socket sends to IPv4 askers by their v4-mapped form. */
+	if (p->pubs[pub].family == AF_INET6)
+		addr_map_v4(to, &p->out_addr[k]);
+	else
+		p->out_addr[k] = *to;
+	p->out_pub[k] = pub;
+	p->out_iov[k].iov_len = len;
+	p->out_msgs[k].msg_hdr.msg_name = &p->out_addr[k].ss;
+	p->out_msgs[k].msg_hdr.msg_namelen = p->out_addr[k].len;
+	p->nout++;
+}
+
+struct relay_qcache *relay_proxy_qcache(const struct relay_proxy *p)
+{
+	return p != NULL ? p->qc : NULL;
+}
+
 int relay_proxy_send_public(struct relay_proxy *p, const struct addr *to, const void *buf,
 			    size_t len)
 {
@@ -863,6 +990,7 @@ void relay_proxy_foreach(struct relay_proxy *p,
 			.client = s->client,
 			.upstream_port = s->upstream_port,
 			.tunnelled = s->io == NULL,
+			.transparent = s->transparent,
 			.confirmed = s->confirmed,
 			.age_ms = now - s->created_ms,
 			.idle_ms = now - s->last_ms,
@@ -970,6 +1098,21 @@ int relay_proxy_new(struct relay_server *srv)
 		p->out_msgs[i].msg_hdr.msg_iovlen = 1;
 	}
 	reset_out(p, BATCH);
+	if (srv->cfg.transparent) {
+		char why[320], sn[RELAY_NAME_MAX + 16];
+
+		/* Checked before anything listens: never a silent fallback. */
+		ret = relay_transparent_check(&srv->server, why, sizeof(why));
+		if (ret < 0) {
+			char a[ADDR_STRLEN];
+
+			log_err("transparent-unavailable server=%s %s%s",
+				addr_str(&srv->server, a, sizeof(a)), why,
+				relay_server_logname(srv, sn, sizeof(sn)));
+			goto fail;
+		}
+		p->tp = &p->tstats;
+	}
 	for (size_t i = 0; i < srv->cfg.nlisten; i++) {
 		ret = pub_open(p, i);
 		if (p->pubs[i].fd >= 0)
@@ -987,6 +1130,11 @@ int relay_proxy_new(struct relay_server *srv)
 	if (ret < 0)
 		goto fail;
 	p->hooked = true;
+	p->qc = relay_qcache_new(srv, p);
+	if (p->qc == NULL) {
+		ret = -errno;
+		goto fail;
+	}
 	ev_timer_start(r->loop, &p->sweep, 1000, on_sweep, p);
 	srv->proxy = p;
 	return 0;
@@ -1010,6 +1158,10 @@ void relay_proxy_stop(struct relay_proxy *p)
 	ev_timer_stop(p->r->loop, &p->sweep);
 	while ((s = htab_oldest(p->sessions)) != NULL)
 		session_close(p, s, "server-removed");
+	/* Its players are saved now: a restarted server's next self loads
+	 * them from the file as it starts, right after. */
+	relay_qcache_free(p->qc);
+	p->qc = NULL;
 	/* The sockets stay open (the flatline leaves from them); nothing is
 	 * read any more. */
 	for (size_t i = 0; i < p->npub; i++) {
@@ -1045,6 +1197,9 @@ void relay_proxy_free(struct relay_proxy *p)
 		while ((s = htab_oldest(p->sessions)) != NULL)
 			session_close(p, s, "shutdown");
 	}
+	/* After the sessions: the players among them are seen now. */
+	relay_qcache_free(p->qc);
+	p->qc = NULL;
 	for (size_t i = 0; i < p->npub; i++) {
 		if (p->pubs[i].io != NULL)
 			ev_io_del(p->pubs[i].io, true);
@@ -1059,4 +1214,9 @@ void relay_proxy_free(struct relay_proxy *p)
 	free(p->in_bufs);
 	free(p->out_bufs);
 	free(p);
+}
+
+const struct relay_transparent_stats *relay_proxy_transparent(const struct relay_proxy *p)
+{
+	return p != NULL ? p->tp : NULL;
 }

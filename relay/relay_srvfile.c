@@ -15,7 +15,20 @@
 #include "relay_srvfile.h"
 #include "strbuf.h"
 
-enum key_kind { K_LISTEN, K_SERVER, K_MASTER, K_NOHB, K_TAG, K_MS, K_UINT, K_PUBLIC };
+enum key_kind {
+	K_LISTEN,
+	K_SERVER,
+	K_MASTER,
+	K_NOHB,
+	K_TAG,
+	K_MS,
+	K_UINT,
+	K_ONOFF,  /* query-cache */
+	K_ENGINE, /* engine-query-limit BURST/PERIOD_MS or off */
+	K_PREFIX, /* source-prefix V4/V6 */
+	K_PUBLIC,
+	K_BOOL, /* transparent */
+};
 
 struct key {
 	const char *name;
@@ -44,6 +57,23 @@ static const struct key keys[] = {
 	{"listing-delay", K_MS, OFF(listing_delay_ms), 0, 3600000, 1},
 	{"listing-timeout", K_MS, OFF(listing_timeout_ms), 10, 60000, 1},
 	{"public-address", K_PUBLIC, 0, 0, 0, 0},
+	/* the query cache, reply budgets, attack mode (relay_qcache.h) */
+	{"query-cache", K_ONOFF, OFF(qcache.on), 0, 0, 0},
+	{"query-cache-refresh", K_MS, OFF(qcache.refresh_ms), 50, 600000, 1},
+	{"query-cache-max-age", K_MS, OFF(qcache.max_age_ms), 100, 3600000, 1},
+	{"engine-query-limit", K_ENGINE, 0, 0, 0, 0},
+	{"engine-query-reserve", K_UINT, OFF(qcache.engine_reserve), 0, 999, 1},
+	{"reply-budget", K_UINT, OFF(qcache.reply_budget), 0, 1000000000, 1},
+	{"reply-base", K_UINT, OFF(qcache.reply_base), 0, 1000000000, 1},
+	{"source-budget", K_UINT, OFF(qcache.source_budget), 256, 100000000, 1},
+	{"source-prefix", K_PREFIX, 0, 0, 0, 0},
+	{"known-budget", K_UINT, OFF(qcache.known_budget), 512, 100000000, 1},
+	{"reply-sources", K_UINT, OFF(qcache.reply_sources), 16, 1 << 22, 1},
+	{"attack-threshold", K_UINT, OFF(qcache.attack_threshold), 0, 100000000, 1},
+	{"attack-hold", K_MS, OFF(qcache.attack_hold_ms), 1, 86400, 1000},
+	{"known-hours", K_MS, OFF(qcache.known_ttl_s), 1, 87600, 3600},
+	{"known-max", K_UINT, OFF(qcache.known_max), 1, 1 << 20, 1},
+	{"transparent", K_BOOL, OFF(transparent), 0, 0, 0},
 };
 
 /* Flags of the whole process: named in a file, they get a pointed answer. */
@@ -78,6 +108,7 @@ void relay_server_cfg_defaults(struct relay_server_cfg *c)
 	c->unconfirmed_timeout_ms = RELAY_UNCONFIRMED_TIMEOUT_MS;
 	c->max_sessions = RELAY_MAX_SESSIONS;
 	c->query_budget = RELAY_QUERY_BUDGET;
+	relay_qcache_defaults(&c->qcache);
 	c->listing_interval_ms = RELAY_LISTING_INTERVAL_S * 1000LL;
 	c->listing_delay_ms = RELAY_LISTING_DELAY_MS;
 	c->listing_timeout_ms = RELAY_LISTING_TIMEOUT_MS;
@@ -181,6 +212,36 @@ static int set_bool(bool *dst, const char *v, char *err, size_t size)
 	return -EINVAL;
 }
 
+/* "A/B", two whole numbers within their ranges. */
+static int set_pair(const char *v, long long lo1, long long hi1, long long lo2, long long hi2,
+		    long long *a, long long *b, char *err, size_t size)
+{
+	const char *slash = strchr(v, '/');
+	int64_t x, y;
+
+	if (slash == NULL || num_parse(v, (size_t)(slash - v), lo1, hi1, 0, &x) < 0 ||
+	    num_parse_str(slash + 1, lo2, hi2, 0, &y) < 0) {
+		fail(err, size, "expected N/N within %lld-%lld/%lld-%lld", lo1, hi1, lo2, hi2);
+		return -EINVAL;
+	}
+	*a = x;
+	*b = y;
+	return 0;
+}
+
+static int set_onoff(bool *dst, const char *v, char *err, size_t size)
+{
+	if (strcmp(v, "on") == 0)
+		*dst = true;
+	else if (strcmp(v, "off") == 0)
+		*dst = false;
+	else {
+		fail(err, size, "expected on or off");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* The address masters see for the front (a NAT's): IP or IP:PORT, not a
  * wildcard, one per family. */
 static int set_public(struct relay_server_cfg *c, const char *v, char *err, size_t size)
@@ -217,6 +278,7 @@ static int set_public(struct relay_server_cfg *c, const char *v, char *err, size
 int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char *val, char *err,
 			 size_t err_size)
 {
+	long long x, y;
 	const struct key *k = NULL;
 	int64_t v;
 	int r;
@@ -283,6 +345,28 @@ int relay_server_cfg_set(struct relay_server_cfg *c, const char *key, const char
 		return r;
 	case K_TAG:
 		return set_tag((char *)c + k->off, val, err, err_size);
+	case K_BOOL:
+		return set_bool((bool *)(void *)((char *)c + k->off), val, err, err_size);
+	case K_ONOFF:
+		return set_onoff((bool *)(void *)((char *)c + k->off), val, err, err_size);
+	case K_ENGINE:
+		if (strcmp(val, "off") == 0) {
+			c->qcache.engine_burst = 0;
+			return 0;
+		}
+		r = set_pair(val, 1, 1000, 1, 60000, &x, &y, err, err_size);
+		if (r == 0) {
+			c->qcache.engine_burst = (unsigned)x;
+			c->qcache.engine_period_ms = y;
+		}
+		return r;
+	case K_PREFIX:
+		r = set_pair(val, 8, 32, 16, 128, &x, &y, err, err_size);
+		if (r == 0) {
+			c->qcache.prefix4 = (unsigned)x;
+			c->qcache.prefix6 = (unsigned)y;
+		}
+		return r;
 	case K_MS:
 	case K_UINT:
 		r = num_parse_str(val, k->min, k->max, 0, &v);
@@ -310,6 +394,12 @@ int relay_server_cfg_finish(struct relay_server_cfg *c, char *err, size_t err_si
 		fail(err, err_size, "no server (HOST:PORT or tunnel:REALM_UUID)");
 		return -EINVAL;
 	}
+	if (c->transparent && c->server_tunnel) {
+		fail(err, err_size,
+		     "transparent: a server behind the tunnel takes it at home (rally-relay "
+		     "agent --transparent)");
+		return -EINVAL;
+	}
 	if (c->masters_here && c->nohb_here && c->no_heartbeat) {
 		fail(err, err_size, "master and no-heartbeat exclude each other");
 		return -EINVAL;
@@ -331,7 +421,33 @@ int relay_server_cfg_finish(struct relay_server_cfg *c, char *err, size_t err_si
 		fail(err, err_size, "the same listen address twice");
 		return -EINVAL;
 	}
+	if (c->qcache.engine_burst > 0 && c->qcache.engine_reserve >= c->qcache.engine_burst) {
+		fail(err, err_size,
+		     "engine-query-reserve %u: must be below the burst of engine-query-limit (%u)",
+		     c->qcache.engine_reserve, c->qcache.engine_burst);
+		return -EINVAL;
+	}
+	if (c->qcache.max_age_ms <= c->qcache.refresh_ms) {
+		fail(err, err_size,
+		     "query-cache-max-age %lld: must be above query-cache-refresh (%lld)",
+		     c->qcache.max_age_ms, c->qcache.refresh_ms);
+		return -EINVAL;
+	}
 	return 0;
+}
+
+static bool qcache_cfg_equal(const struct relay_qcache_cfg *a, const struct relay_qcache_cfg *b)
+{
+	return a->on == b->on && a->refresh_ms == b->refresh_ms && a->max_age_ms == b->max_age_ms &&
+	       a->engine_burst == b->engine_burst &&
+	       (a->engine_burst == 0 || a->engine_period_ms == b->engine_period_ms) &&
+	       a->engine_reserve == b->engine_reserve && a->reply_budget == b->reply_budget &&
+	       a->reply_base == b->reply_base && a->source_budget == b->source_budget &&
+	       a->known_budget == b->known_budget && a->prefix4 == b->prefix4 &&
+	       a->prefix6 == b->prefix6 && a->reply_sources == b->reply_sources &&
+	       a->attack_threshold == b->attack_threshold &&
+	       a->attack_hold_ms == b->attack_hold_ms && a->known_ttl_s == b->known_ttl_s &&
+	       a->known_max == b->known_max;
 }
 
 bool relay_server_cfg_v6only(const struct relay_server_cfg *c, size_t i)
@@ -360,7 +476,8 @@ bool relay_server_cfg_equal(const struct relay_server_cfg *a, const struct relay
 	    a->max_sessions != b->max_sessions || a->query_budget != b->query_budget ||
 	    a->listing_interval_ms != b->listing_interval_ms ||
 	    a->listing_delay_ms != b->listing_delay_ms ||
-	    a->listing_timeout_ms != b->listing_timeout_ms || a->npublic != b->npublic)
+	    a->listing_timeout_ms != b->listing_timeout_ms || a->npublic != b->npublic ||
+	    !qcache_cfg_equal(&a->qcache, &b->qcache) || a->transparent != b->transparent)
 		return false;
 	for (size_t i = 0; i < a->npublic; i++) {
 		if (!addr_equal(&a->public_addr[i], &b->public_addr[i]))
@@ -687,6 +804,27 @@ const char *relay_master_str(const struct relay_master *m, char *buf, size_t siz
 	return buf;
 }
 
+/* The query cache's keys, every one explicit. */
+static void qcache_cfg_format(const struct relay_qcache_cfg *q, struct strbuf *out)
+{
+	strbuf_printf(out, "query-cache=%s\nquery-cache-refresh=%lld\nquery-cache-max-age=%lld\n",
+		      q->on ? "on" : "off", q->refresh_ms, q->max_age_ms);
+	if (q->engine_burst == 0)
+		strbuf_printf(out, "engine-query-limit=off\n");
+	else
+		strbuf_printf(out, "engine-query-limit=%u/%lld\n", q->engine_burst,
+			      q->engine_period_ms);
+	strbuf_printf(out,
+		      "engine-query-reserve=%u\nreply-budget=%u\nreply-base=%u\n"
+		      "source-budget=%u\nsource-prefix=%u/%u\nknown-budget=%u\n"
+		      "reply-sources=%u\nattack-threshold=%u\nattack-hold=%lld\n"
+		      "known-hours=%lld\nknown-max=%u\n",
+		      q->engine_reserve, q->reply_budget, q->reply_base, q->source_budget,
+		      q->prefix4, q->prefix6, q->known_budget, q->reply_sources,
+		      q->attack_threshold, q->attack_hold_ms / 1000, q->known_ttl_s / 3600,
+		      q->known_max);
+}
+
 /* "key=value": a value may begin with '#' ("key=#x"), which after "= "
  * would read as a comment. */
 void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct strbuf *out)
@@ -729,5 +867,8 @@ void relay_srvfile_format(const struct relay_server_cfg *s, size_t n, struct str
 				strbuf_printf(out, "public-address=%s\n",
 					      addr_str(&c->public_addr[k], a, sizeof(a)));
 		}
+		qcache_cfg_format(&c->qcache, out);
+		if (c->transparent)
+			strbuf_printf(out, "transparent=yes\n");
 	}
 }

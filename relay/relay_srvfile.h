@@ -23,7 +23,11 @@
  * no-heartbeat (yes/no), heartbeat-tag, flatline-tag, heartbeat-interval,
  * query-budget, listing-interval, public-address, session-timeout,
  * probe-timeout, max-sessions, unconfirmed-timeout, listing-delay,
- * listing-timeout; the same words, ranges and units as on the command
+ * listing-timeout, and the query cache's (query-cache,
+ * query-cache-refresh, query-cache-max-age, engine-query-limit,
+ * engine-query-reserve, reply-budget, reply-base, source-budget,
+ * source-prefix, known-budget, reply-sources, attack-threshold,
+ * attack-hold, known-hours, known-max), transparent (yes/no); the same words, ranges and units as on the command
  * line, where main.c sets the one unnamed server through the same
  * relay_server_cfg_set. A '#' or ';' starts a comment at the start of a
  * line, a '#' after white space one at its end.
@@ -36,6 +40,7 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "relay_qcache.h"
 
 #define RELAY_MAX_MASTERS (16)
 #define RELAY_HOST_MAX    (256)
@@ -95,6 +100,11 @@ struct relay_server_cfg {
 	 * per family (port 0: the front port of that family). */
 	struct addr public_addr[RELAY_MAX_LISTEN];
 	size_t npublic;
+	/* The query cache, reply budgets, attack mode, known players. */
+	struct relay_qcache_cfg qcache;
+	/* Upstream sockets bound to the players' addresses
+	 * (relay_transparent.h). */
+	bool transparent;
 	/* Parsing state: whether this section (or the command line) gave a
 	 * listen / master / no-heartbeat line yet; the first listen or master
 	 * line replaces the inherited list. */

@@ -1,8 +1,11 @@
 #include "relay_tundgram.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include "addr.h"
 
 static void put64(uint8_t *p, uint64_t v)
 {
@@ -52,7 +55,7 @@ int tundgram_peek(const uint8_t *in, size_t n, struct tundgram_hdr *h)
 {
 	if (n < TUNDGRAM_OVER || n > TUNDGRAM_PAYLOAD + TUNDGRAM_OVER)
 		return -EBADMSG;
-	if (in[0] < TUNDGRAM_DATA || in[0] > TUNDGRAM_PONG)
+	if (in[0] < TUNDGRAM_DATA || in[0] > TUNDGRAM_DATA_PEER)
 		return -EBADMSG;
 	h->type = (enum tundgram_type)in[0];
 	h->udp_id = get64(in + 1);
@@ -119,4 +122,66 @@ unsigned tundgram_send_batch(int fd, struct mmsghdr *msgs, unsigned n)
 		done += (unsigned)r;
 	}
 	return done;
+}
+
+int tundgram_peer_encode(uint8_t out[static TUNDGRAM_PEER_MAX], const struct addr *a)
+{
+	uint16_t port = addr_port(a);
+	size_t alen;
+
+	if (addr_family(a) == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)&a->ss;
+
+		out[0] = 4;
+		memcpy(out + 1, &in->sin_addr, 4);
+		alen = 4;
+	} else if (addr_family(a) == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)&a->ss;
+
+		out[0] = 6;
+		memcpy(out + 1, &in6->sin6_addr, 16);
+		alen = 16;
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	out[1 + alen] = (uint8_t)(port >> 8);
+	out[2 + alen] = (uint8_t)port;
+	return (int)(alen + 3);
+}
+
+int tundgram_peer_decode(const uint8_t *in, size_t n, struct addr *a)
+{
+	size_t alen;
+	uint16_t port;
+
+	if (n < 1)
+		return -EBADMSG;
+	if (in[0] == 4)
+		alen = 4;
+	else if (in[0] == 6)
+		alen = 16;
+	else
+		return -EBADMSG;
+	if (n - 1 < alen + 2)
+		return -EBADMSG;
+	port = (uint16_t)(in[1 + alen] << 8 | in[2 + alen]);
+	if (port == 0)
+		return -EBADMSG;
+	memset(a, 0, sizeof(*a));
+	if (alen == 4) {
+		struct sockaddr_in *in4 = (struct sockaddr_in *)(void *)&a->ss;
+
+		in4->sin_family = AF_INET;
+		memcpy(&in4->sin_addr, in + 1, 4);
+		in4->sin_port = htons(port);
+		a->len = sizeof(*in4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)&a->ss;
+
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, in + 1, 16);
+		in6->sin6_port = htons(port);
+		a->len = sizeof(*in6);
+	}
+	return (int)(alen + 3);
 }

@@ -30,6 +30,9 @@ enum tundgram_type {
 	TUNDGRAM_DATA = 1, /* a game datagram of session sid */
 	TUNDGRAM_PING = 2, /* keepalive (keeps the agent's NAT mapping), payload empty */
 	TUNDGRAM_PONG = 3, /* answer: the ping's ctr in 8 payload bytes */
+	/* A game datagram of session sid with its player's address in front
+	 * (tundgram_peer_encode), to an agent that took TUNMSG_X_PEER. */
+	TUNDGRAM_DATA_PEER = 4,
 };
 
 struct tundgram_hdr {
@@ -59,6 +62,21 @@ int tundgram_peek(const uint8_t *in, size_t n, struct tundgram_hdr *h);
  * opened. */
 int tundgram_open(const uint8_t *in, size_t n, const uint8_t key[static TUNDGRAM_KEY],
 		  struct tundgram_window *w, uint8_t *out, size_t size);
+
+/*
+ * The player's address in front of a DATA_PEER datagram (and of a
+ * TUNMSG_BIN_DGRAM_PEER frame): [family u8: 4 or 6][address, 4 or 16
+ * bytes][port u16 BE]. Only between our relay and our agent, which uses
+ * it to give the session's socket at home the player's address
+ * (--transparent) and to log it.
+ */
+#define TUNDGRAM_PEER_MAX (1 + 16 + 2)
+struct addr;
+/* Writes a's prefix into out: its length, or -EAFNOSUPPORT. */
+int tundgram_peer_encode(uint8_t out[static TUNDGRAM_PEER_MAX], const struct addr *a);
+/* Reads the prefix at in (n bytes): the bytes it took (the game datagram
+ * follows), or -EBADMSG (short, unknown family, port 0). */
+int tundgram_peer_decode(const uint8_t *in, size_t n, struct addr *a);
 
 /* Sends n prepared datagrams with sendmmsg until done or the socket is
  * full (the rest is lost, as UDP may): how many went. */

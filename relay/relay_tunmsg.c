@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "jsonp.h"
+#include "relay_tundgram.h"
 #include "strbuf.h"
 
 static const struct {
@@ -513,7 +514,7 @@ int tunmsg_bin_decode(const uint8_t *buf, size_t len, enum tunmsg_bin *type, uin
 {
 	if (len < TUNMSG_BIN_HDR)
 		return -EBADMSG;
-	if (buf[0] < TUNMSG_BIN_DATA || buf[0] > TUNMSG_BIN_RESET)
+	if (buf[0] < TUNMSG_BIN_DATA || buf[0] > TUNMSG_BIN_DGRAM_PEER)
 		return -EBADMSG;
 	*type = (enum tunmsg_bin)buf[0];
 	*stream_id = (uint32_t)buf[1] << 24 | (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 8 |
@@ -525,6 +526,8 @@ int tunmsg_bin_decode(const uint8_t *buf, size_t len, enum tunmsg_bin *type, uin
 	if (*type == TUNMSG_BIN_DATA && (*payload_len == 0 || *payload_len > TUNMSG_CHUNK_MAX * 4))
 		return -EBADMSG;
 	if (*type == TUNMSG_BIN_DGRAM && *payload_len > 65535)
+		return -EBADMSG;
+	if (*type == TUNMSG_BIN_DGRAM_PEER && *payload_len > 65535 + TUNDGRAM_PEER_MAX)
 		return -EBADMSG;
 	if ((*type == TUNMSG_BIN_CLOSE || *type == TUNMSG_BIN_RESET) && *payload_len != 0)
 		return -EBADMSG;

@@ -83,6 +83,10 @@ enum {
 	/* stream bytes on a second connection of raw frames (no WebSocket
 	 * masking to undo): GET /relay/v1/data, Upgrade: rally-data-1 */
 	TUNMSG_X_DATA = 1U << 2,
+	/* the relay puts each session's player address in front of its
+	 * datagrams (TUNDGRAM_DATA_PEER, TUNMSG_BIN_DGRAM_PEER): taken by an
+	 * agent that carries a game server */
+	TUNMSG_X_PEER = 1U << 3,
 };
 
 /*
@@ -129,6 +133,8 @@ enum tunmsg_bin {
 	TUNMSG_BIN_DGRAM = 3,
 	TUNMSG_BIN_CLOSE = 4, /* on the data channel, in order with its data */
 	TUNMSG_BIN_RESET = 5,
+	/* DGRAM with the player's address in front (tundgram_peer_encode) */
+	TUNMSG_BIN_DGRAM_PEER = 6,
 };
 #define TUNMSG_BIN_HDR (5)
 /* Each side may send this many data bytes of a stream before the other

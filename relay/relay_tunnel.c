@@ -113,6 +113,7 @@ struct tun_host {
 	struct addr peer;
 	bool registered; /* in t->realms */
 	bool bin;        /* our agent: binary data frames */
+	bool x_peer;     /* our agent took TUNMSG_X_PEER: players' addresses */
 	bool paused;     /* players not read: the tunnel is full */
 	bool stuck;      /* its queue passed TUN_HOST_QUEUE_MAX: dropped soon */
 	unsigned nallocs, nstreams;
@@ -923,7 +924,8 @@ static void host_welcome(struct tun_host *h)
 {
 	struct relay_tunnel *t = h->t;
 	struct tun_host **slot;
-	struct tunmsg x = {.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_BIN};
+	struct tunmsg x = {
+		.cmd = TUNMSG_X_RALLY, .x_version = 1, .x_features = TUNMSG_X_BIN | TUNMSG_X_PEER};
 	char ps[ADDR_STRLEN];
 	struct tun_host **u;
 
@@ -1059,9 +1061,10 @@ static bool dgram_in(struct relay_tunnel *t, const struct tun_host *h, uint32_t 
 
 	if (srv == NULL)
 		return false;
-	if (sid == 0)
+	if (sid == 0) {
 		relay_heartbeat_probe_answer(srv->hb, p, n);
-	else
+		relay_qcache_answer(relay_proxy_qcache(srv->proxy), p, n);
+	} else
 		relay_proxy_deliver(srv->proxy, sid, p, n);
 	return true;
 }
@@ -1120,26 +1123,50 @@ static void udp_send(struct relay_tunnel *t, struct tun_host *h, enum tundgram_t
 int relay_tunnel_dgram(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
 		       const uint8_t *buf, size_t len)
 {
+	return relay_tunnel_dgram_from(t, srv, sid, NULL, buf, len);
+}
+
+int relay_tunnel_dgram_from(struct relay_tunnel *t, const struct relay_server *srv, uint32_t sid,
+			    const struct addr *client, const uint8_t *buf, size_t len)
+{
 	struct tun_host *h = t != NULL ? server_host(t, srv) : NULL;
-	uint8_t hdr[TUNMSG_BIN_HDR];
+	uint8_t hdr[TUNMSG_BIN_HDR], peer[TUNDGRAM_PEER_MAX];
+	int plen = 0;
 
 	if (h == NULL) {
 		if (t != NULL)
 			t->st.dgram_no_tunnel++;
 		return -ENOTCONN;
 	}
+	/* An agent that takes them gets the player's address in front of
+	 * every datagram (7 bytes for IPv4): stateless, so a lost first
+	 * datagram or a restarted agent changes nothing. */
+	if (h->x_peer && client != NULL) {
+		plen = tundgram_peer_encode(peer, client);
+		if (plen < 0)
+			plen = 0;
+	}
+	if (len + (size_t)plen > TUNDGRAM_PAYLOAD)
+		return -EMSGSIZE;
 	if (udp_fresh(h, ev_now(t->loop))) {
-		udp_send(t, h, TUNDGRAM_DATA, sid, buf, len);
+		if (plen == 0) {
+			udp_send(t, h, TUNDGRAM_DATA, sid, buf, len);
+		} else {
+			memcpy(t->plain, peer, (size_t)plen);
+			memcpy(t->plain + plen, buf, len);
+			udp_send(t, h, TUNDGRAM_DATA_PEER, sid, t->plain, len + (size_t)plen);
+		}
 		return 0;
 	}
 	/* No UDP from the agent lately: the tunnel carries it (TCP: it may
 	 * lag behind a loss, but it arrives). */
-	if (len > TUNDGRAM_PAYLOAD || !host_room(h))
+	if (!host_room(h))
 		return -EMSGSIZE;
-	tunmsg_bin_header(hdr, TUNMSG_BIN_DGRAM, sid);
+	tunmsg_bin_header(hdr, plen > 0 ? TUNMSG_BIN_DGRAM_PEER : TUNMSG_BIN_DGRAM, sid);
 	memcpy(t->plain, hdr, sizeof(hdr));
-	memcpy(t->plain + sizeof(hdr), buf, len);
-	ws_send(h->ws, true, t->plain, len + sizeof(hdr));
+	memcpy(t->plain + sizeof(hdr), peer, (size_t)plen);
+	memcpy(t->plain + sizeof(hdr) + plen, buf, len);
+	ws_send(h->ws, true, t->plain, len + sizeof(hdr) + (size_t)plen);
 	t->st.dgram_ws_out++;
 	return 0;
 }
@@ -1222,8 +1249,10 @@ static void on_udp(struct ev_io *io, uint32_t events, void *arg)
 			for (int k = 0; k < 8; k++)
 				c[k] = (uint8_t)(hd.ctr >> (56 - 8 * k));
 			udp_send(t, h, TUNDGRAM_PONG, 0, c, sizeof(c));
-		} else {
+		} else if (hd.type == TUNDGRAM_PONG) {
 			udp_pong(t, h, t->plain, m);
+		} else {
+			t->st.udp_bad++; /* DATA_PEER goes only to the agent */
 		}
 	}
 }
@@ -1252,6 +1281,10 @@ static void host_bin(struct tun_host *h, const uint8_t *msg, size_t len)
 			return;
 		}
 		t->st.dgram_ws_in++;
+		return;
+	}
+	if (type == TUNMSG_BIN_DGRAM_PEER) {
+		t->st.msgs_bad++; /* only toward the agent */
 		return;
 	}
 	s = host_stream(h, id);
@@ -1379,6 +1412,8 @@ static void host_msg(struct tun_host *h, const uint8_t *msg, size_t len)
 			for (s = h->streams; s != NULL; s = s->next)
 				s->p.bin = true;
 		}
+		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_PEER))
+			h->x_peer = true;
 		if (m.x_version >= 1 && (m.x_features & TUNMSG_X_UDP) && h->udp_id != 0 && !h->udp)
 			udp_key_answer(h, &m);
 		return;

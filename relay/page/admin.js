@@ -328,6 +328,15 @@
     frag.appendChild(tile('Bans', num(status && status.bans) + ' / ' + num(status && status.max_bans), null));
     frag.appendChild(tile('Refused tokens', String(num(last.get(unauth))) + ' total',
       spark(countPoints([unauth]), true, 'refused control requests')));
+    // The query cache's attack mode (relay_qcache.c), when the relay has one.
+    const atk = k('rally_relay_attack_mode', {});
+    const pps = k('rally_relay_unverified_pps', {});
+    const known = k('rally_relay_known_players', {});
+    if (last.has(atk)) {
+      frag.appendChild(tile('Attack mode', (num(last.get(atk)) ? 'ON' : 'off') + ', ' +
+        num(last.get(pps)) + ' unverified/s, ' + num(last.get(known)) + ' known players',
+      spark(gaugePoints(pps), false, 'unverified datagrams per second')));
+    }
     $('tiles').replaceChildren(frag);
   }
 
@@ -363,6 +372,7 @@
       cell(tr, 'Idle', dur(num(s.idle_ms) / 1000), 'num');
       const st = el('span', null, 'tags');
       if (s.tunnelled) st.appendChild(tag('tunnelled', 'tunnel'));
+      if (s.transparent) st.appendChild(tag('transparent', 'ok'));
       st.appendChild(s.confirmed ? tag('confirmed', 'ok') : tag('unconfirmed', 'warn'));
       if (num(s.queued) > 0) st.appendChild(tag('queued ' + num(s.queued), 'warn'));
       cell(tr, 'State', st, 'state');

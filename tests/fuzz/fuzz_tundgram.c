@@ -9,11 +9,14 @@
  *   could not know (a fixed random key here);
  * - the replay window moves only for a datagram that opened;
  * - a datagram sealed from the input's payload opens to the same bytes
- *   exactly once.
+ *   exactly once;
+ * - the player's address prefix (DATA_PEER) decodes only to a sound
+ *   address within the input, which encodes back to the same bytes.
  */
 #include <errno.h>
 #include <string.h>
 
+#include "addr.h"
 #include "fuzz.h"
 #include "relay_tundgram.h"
 
@@ -36,8 +39,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = tundgram_peek(data, size, &h);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
 	if (r == 0)
-		FUZZ_CHECK(h.type >= TUNDGRAM_DATA && h.type <= TUNDGRAM_PONG &&
+		FUZZ_CHECK(h.type >= TUNDGRAM_DATA && h.type <= TUNDGRAM_DATA_PEER &&
 			   size >= TUNDGRAM_OVER);
+	{
+		struct addr a;
+		uint8_t back[TUNDGRAM_PEER_MAX];
+		int k = tundgram_peer_decode(data, size, &a);
+
+		FUZZ_CHECK(k == -EBADMSG || (k > 0 && (size_t)k <= size));
+		if (k > 0) {
+			FUZZ_CHECK(addr_port(&a) != 0);
+			FUZZ_CHECK(tundgram_peer_encode(back, &a) == k &&
+				   memcmp(back, data, (size_t)k) == 0);
+		}
+	}
 	w0 = w;
 	n = tundgram_open(data, size, key, &w, out, sizeof(out));
 	FUZZ_CHECK(n == -EBADMSG || n == -EALREADY);

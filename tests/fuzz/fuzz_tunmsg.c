@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = tunmsg_bin_decode(data, size, &type, &id, &p, &n);
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
 	if (r == 0) {
-		FUZZ_CHECK(type >= TUNMSG_BIN_DATA && type <= TUNMSG_BIN_RESET);
+		FUZZ_CHECK(type >= TUNMSG_BIN_DATA && type <= TUNMSG_BIN_DGRAM_PEER);
 		FUZZ_CHECK(p == data + TUNMSG_BIN_HDR && n == size - TUNMSG_BIN_HDR);
 		FUZZ_CHECK(type != TUNMSG_BIN_CREDIT || n == 4);
 		FUZZ_CHECK((type != TUNMSG_BIN_CLOSE && type != TUNMSG_BIN_RESET) || n == 0);

@@ -360,6 +360,8 @@ def check_deb(env, deb):
                  "./usr/share/doc/rallypoint/install.md",
                  "./usr/share/man/man8/rally-relay.8.gz", "./usr/share/man/man8/rally-master.8.gz",
                  "./usr/share/man/man8/rally-relay-agent.8.gz",
+                 "./usr/sbin/rally-relay-transparent-setup",
+                 "./usr/share/man/man8/rally-relay-transparent-setup.8.gz",
                  "./usr/share/man/man1/rally-lobby.1.gz"] + \
             ["./lib/systemd/system/" + u for u in UNITS] + \
             ["./etc/default/" + u[:-len(".service")] for u in UNITS]:
@@ -458,7 +460,7 @@ def verify_units(env):
 def check_man(env):
     pages = [ln for ln in sh(["dpkg", "-L", PKG]).stdout.splitlines()
              if ln.startswith("/usr/share/man/") and ln.endswith(".gz")]
-    check(len(pages) == 4, "man pages: %s" % pages)
+    check(len(pages) == 5, "man pages: %s" % pages)
     for page in pages:
         name = os.path.basename(page).split(".")[0]
         r = sh(["man", "--warnings", "-l", page], ok=False,

@@ -12,7 +12,7 @@ passed since its last infoResponse, not before."""
 import signal
 import time
 
-from harness import (Master, OAServer, check, q3_getservers, query, quakestat, run,
+from harness import (Failure, Master, OAServer, check, q3_getservers, query, quakestat, run,
                      wait_for)
 
 TTL_MS = 6000
@@ -49,11 +49,19 @@ def scenario(env):
     c = env.udp()
     refreshes = 0
     while time.monotonic() - t_listed < TTL_MS / 1000.0 + 2:
-        start = len(m.output())
-        check(query(c, oa.addr, "rcon %s heartbeat" % oa.rcon, timeout=2) is not None,
-              "no answer to rcon")
-        m.wait_line(r"inforesponse peer=127\.0\.0\.1:%d game=Quake3Arena protocol=71 .* "
-                    r"listed=refresh" % oa.addr[1], 5, start=start)
+        # A starved server (a "Hitch warning" on a loaded machine) may let
+        # one getinfo go unanswered: heartbeat again, within the TTL.
+        for attempt in range(3):
+            start = len(m.output())
+            check(query(c, oa.addr, "rcon %s heartbeat" % oa.rcon, timeout=2) is not None,
+                  "no answer to rcon")
+            try:
+                m.wait_line(r"inforesponse peer=127\.0\.0\.1:%d game=Quake3Arena protocol=71 .* "
+                            r"listed=refresh" % oa.addr[1], 1.5, start=start)
+                break
+            except Failure:
+                if attempt == 2:
+                    raise
         t_refresh = time.monotonic()
         refreshes += 1
         check(m.metrics()["rally_master_q3_servers"] == 1, "delisted while answering")

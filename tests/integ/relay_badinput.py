@@ -35,11 +35,18 @@ def scenario(env):
     # The largest datagram: in-game traffic passes as is (the server drops it).
     big = bytes([0x41]) * 65507
     c.sendto(big, relay.addr)
-    # And one out-of-band getstatus padded to the maximum: still a query.
+    # And one out-of-band getstatus padded to the maximum: still a query,
+    # answered by the query cache (the line ends at the newline: no
+    # challenge).
+    answers0 = delta('rally_relay_query_cache_answers_total{kind="getstatus"}')
     c.sendto(b"\xff\xff\xff\xffgetstatus\n" + b"x" * (65507 - 14), relay.addr)
-    drain(c, 0.5)
-    check(delta('rally_relay_bytes_total{direction="to_server"}') >= 65507 * 2,
-          "65,507-byte datagrams not forwarded: %s" % delta('rally_relay_bytes_total{direction="to_server"}'))
+    got = drain(c, 0.5)
+    check(any(d.startswith(b"\xff\xff\xff\xffstatusResponse\n\\") for d, _ in got),
+          "the padded getstatus was not answered: %r" % [d[:30] for d, _ in got])
+    check(delta('rally_relay_query_cache_answers_total{kind="getstatus"}') == answers0 + 1,
+          "the padded getstatus was not answered by the cache")
+    check(delta('rally_relay_bytes_total{direction="to_server"}') >= 65507,
+          "65,507-byte datagram not forwarded: %s" % delta('rally_relay_bytes_total{direction="to_server"}'))
 
     # Random garbage from many sources, some with the OOB prefix.
     rnd = random.Random(20261130)
@@ -58,8 +65,12 @@ def scenario(env):
     check(query(c, relay.addr, "getstatus", timeout=2) is not None, "relay stopped answering after garbage")
     m = relay.metrics()
     total_in = 3000 + 6 + 2 + 2
+    # Every datagram went to the server, was dropped, or was a query the
+    # cache answered or refused.
     accounted = (m['rally_relay_packets_total{direction="to_server"}'] +
-                 sum(v for k, v in m.items() if k.startswith("rally_relay_drops_total")))
+                 sum(v for k, v in m.items() if k.startswith("rally_relay_drops_total")) +
+                 sum(v for k, v in m.items() if k.startswith("rally_relay_query_cache_answers_total")) +
+                 sum(v for k, v in m.items() if k.startswith("rally_relay_query_cache_refusals_total")))
     check(accounted >= total_in - 5, "datagrams unaccounted: %d of %d" % (accounted, total_in))
     env.daemons_alive(relay, oa)
 

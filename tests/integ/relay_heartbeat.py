@@ -25,7 +25,7 @@ def scenario(env):
     oa = OAServer(env, dedicated=2, masters=["127.0.0.1:%d" % m1.addr[1]])
     relay = Relay(env, oa.addr, args=[
         "--master", "127.0.0.1:%d" % m1.addr[1], "--master", "localhost:%d" % m2.addr[1],
-        "--heartbeat-interval", "2", "--probe-timeout", "300", "--query-budget", "1"])
+        "--heartbeat-interval", "2", "--probe-timeout", "300", "--reply-budget", "1"])
 
     hb = b"\xff\xff\xff\xffheartbeat EnemyTerritory-1\n"
     fl = b"\xff\xff\xff\xffheartbeat ETFlatline-1\n"
@@ -34,11 +34,13 @@ def scenario(env):
     relay.wait_line(r"heartbeat-sent tag=EnemyTerritory-1 master=127\.0\.0\.1:%d addr=127\.0\.0\.1:%d" % (m1.addr[1], m1.addr[1]))
     relay.wait_line(r"heartbeat-sent tag=EnemyTerritory-1 master=localhost:%d addr=127\.0\.0\.1:%d" % (m2.addr[1], m2.addr[1]))
 
-    # A flood has used up the query budget (1/s here)...
+    # A flood has used up the reply budget (1 byte a second here)...
     burners = [env.udp("127.0.6.%d" % i) for i in (1, 2, 3)]
     for b in burners:
         b.sendto(b"\xff\xff\xff\xffgetstatus", relay.addr)
-    wait_for(lambda: relay.drops("query_budget") >= 2, 3, "the budget to run out")
+    wait_for(lambda: relay.metrics().get(
+        'rally_relay_query_cache_refusals_total{reason="global_budget"}', 0) >= 2, 5,
+        "the budget to run out")
     # ...yet the master's challenge, from a master's address, still passes.
     src = m1.packets(src=relay.addr, prefix=hb)[0][2]
     challenge = "rly%d" % os.getpid()

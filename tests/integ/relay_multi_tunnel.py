@@ -70,6 +70,12 @@ server = 127.0.0.1:%d
         ans = ask(c, fronts[name], "getinfo %s" % name)
         check(ans and ("\\challenge\\%s" % name).encode() in ans and
               ("\\hostname\\%s" % host).encode() in ans, "%s answered %r" % (name, ans))
+    # getinfo is the query cache's to answer (no session); a player's
+    # getchallenge reaches the server itself and opens one.
+    for i, name in enumerate(("home1", "home2", "direct")):
+        ans = ask(c, fronts[name], "getchallenge 61%d" % i)
+        check(ans and b"challengeResponse" in ans and (" 61%d " % i).encode() in ans,
+              "%s's getchallenge: %r" % (name, ans))
     for name in fronts:
         m.wait_line(r"q3-listed server=127\.0\.0\.1:%d game=Quake3Arena" % fronts[name][1], 20)
     st, sessions, _ = http("GET", "http://%s:%d/sessions" % relay.control, token=TOKEN)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Through the relay's port, a real OpenArena server answers getinfo,
-getstatus and getchallenge - from the relay's public port - and qstat sees the
-server through the relay; --debug prints the seed's session and command lines;
-/sessions shows the real client and the upstream port the server sees."""
+"""With the query cache off (--query-cache off: etrelay's way), a real
+OpenArena server answers getinfo, getstatus and getchallenge through the
+relay's port - from the relay's public port - and qstat sees the server
+through the relay; --debug prints the seed's session and command lines;
+/sessions shows the real client and the upstream port the server sees.
+relay_qcache_splice covers the same queries answered by the cache."""
 
 import subprocess
 
@@ -11,7 +13,7 @@ from harness import OAServer, Relay, check, first_token, query, run, udp_socket_
 
 def scenario(env):
     oa = OAServer(env)
-    relay = Relay(env, oa.addr)
+    relay = Relay(env, oa.addr, args=["--query-cache", "off"])
     c = env.udp()
     caddr = c.getsockname()
 

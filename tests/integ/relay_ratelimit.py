@@ -4,7 +4,9 @@
 after the refill, and another IP is unaffected meanwhile. Other commands are
 not limited. Beyond the per-IP buckets, a budget caps the queries forwarded
 per second from all sources together (--query-budget), which is what stops
-a flood from many spoofed sources."""
+a flood from many spoofed sources. Both are the forwarding path's, with the
+query cache off (--query-cache off); the cache has byte budgets of its own
+(relay_qcache_reflect)."""
 
 import time
 
@@ -20,7 +22,7 @@ def burst(sock, addr, n, cmd="getstatus"):
 
 def scenario(env):
     oa = OAServer(env)
-    relay = Relay(env, oa.addr)
+    relay = Relay(env, oa.addr, args=["--query-cache", "off"])
     a = env.udp("127.0.0.1")
     b = env.udp("127.0.0.2")
 
@@ -53,7 +55,8 @@ def scenario(env):
     # fresh server: this one's own per-IP limiter has seen enough of the
     # relay's address for now.
     oa2 = OAServer(env, name="oa2")
-    relay = Relay(env, oa2.addr, args=["--query-budget", "3"], name="relay-budget")
+    relay = Relay(env, oa2.addr, args=["--query-cache", "off", "--query-budget", "3"],
+                  name="relay-budget")
     many = [env.udp("127.0.5.%d" % (i + 1)) for i in range(6)]
     for s in many:
         s.sendto(oob("getinfo"), relay.addr)

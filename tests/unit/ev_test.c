@@ -527,6 +527,37 @@ static void test_worker_cancel(void)
 	ev_loop_free(NULL);
 }
 
+/*
+ * A job stuck in a blocking call (a getaddrinfo that hangs) when the loop is
+ * freed: ev_loop_free gives up on it after 2 s, and when the job ends later
+ * the thread touches nothing freed (ASan would say so) and nobody calls its
+ * done: it was neither delivered nor cancelled.
+ */
+static void test_worker_abandoned(void)
+{
+	struct ev_loop *loop = ev_loop_new();
+	struct job job;
+	int order[NJOBS + 1] = {0};
+	sem_t started;
+
+	sem_init(&started, 0, 0);
+	memset(&job, 0, sizeof(job));
+	job.order = order;
+	job.started = &started;
+	job.sleep_ms = 5000; /* well past the 2 s ev_loop_free waits */
+	CHECK_EQ_INT(ev_work_submit(loop, job_work, job_done, &job), 0);
+	sem_wait(&started);
+	ev_loop_free(loop);
+	CHECK(!job.worked && !job.done_called); /* it did not wait for the job */
+	/* Let the job end while this process still runs. */
+	for (int i = 0; i < 1000 && !job.worked; i++)
+		usleep(10000);
+	usleep(50000);
+	CHECK(job.worked);
+	CHECK(!job.done_called);
+	sem_destroy(&started);
+}
+
 /* ---- signals through the signalfd ---- */
 
 struct sigs {
@@ -605,6 +636,7 @@ int main(void)
 	test_hooks();
 	test_worker();
 	test_worker_cancel();
+	test_worker_abandoned();
 	test_signals();
 	return tap_done("ev");
 }

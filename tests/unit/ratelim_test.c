@@ -233,8 +233,43 @@ static void test_flood(void)
 	ratelim_free(rl);
 }
 
+/* A budget in bytes: burst 4096, 1024 per second, costs of any size. */
+static void test_take(void)
+{
+	struct ratelim *rl = ratelim_new(16, 4096, 1024, 60000);
+	struct addr_ip a = ip_n(7);
+	long long t0 = 5000000;
+
+	CHECK(rl != NULL);
+	if (rl == NULL)
+		return;
+	CHECK(ratelim_take(rl, &a, 3000, t0));
+	/* 1096 left: a 1200-byte answer is refused and takes nothing... */
+	CHECK(!ratelim_take(rl, &a, 1200, t0));
+	CHECK(ratelim_take(rl, &a, 1096, t0));
+	CHECK(!ratelim_take(rl, &a, 1, t0));
+	/* ... 1024 bytes a second come back: 512 after half a second. */
+	CHECK(ratelim_take(rl, &a, 512, t0 + 500));
+	CHECK(!ratelim_take(rl, &a, 1, t0 + 500));
+	/* More than the burst is never granted. */
+	CHECK(!ratelim_take(rl, &a, 4097, t0 + 3600 * 1000LL));
+	/* A year idle fills the bucket without overflowing anything. */
+	CHECK(ratelim_take(rl, &a, 4096, t0 + 365LL * 86400 * 1000));
+	ratelim_free(rl);
+	/* A rate in the hundreds of megabytes still refills exactly. */
+	rl = ratelim_new(16, 1U << 30, 1U << 28, 60000);
+	CHECK(rl != NULL);
+	if (rl == NULL)
+		return;
+	CHECK(ratelim_take(rl, &a, 1U << 30, t0));
+	CHECK(!ratelim_take(rl, &a, 1U << 28, t0 + 999));
+	CHECK(ratelim_take(rl, &a, 1U << 28, t0 + 1000));
+	ratelim_free(rl);
+}
+
 int main(void)
 {
+	test_take();
 	test_bucket();
 	test_rates();
 	test_forget();

@@ -17,6 +17,7 @@
 
 #include "relay.h"
 #include "relay_srvfile.h"
+#include "strbuf.h"
 #include "tap.h"
 
 static struct relay_server_cfg out[RELAY_MAX_SERVERS];
@@ -367,9 +368,43 @@ static void flags(void)
 	CHECK(!relay_server_name_ok("a.b", 3));
 }
 
+/* transparent = yes (--transparent): inherited from [defaults], turned off
+ * per server, written back by the formatter, refused for a tunnel server
+ * (the agent takes the player's address at home). */
+static void transparent(void)
+{
+	struct relay_server_cfg again[4];
+	struct cfg_err err;
+	struct strbuf b;
+
+	CHECK_EQ_INT(parse("[defaults]\ntransparent = yes\nno-heartbeat = yes\n"
+			   "[server a]\nlisten = 127.0.0.1:1\nserver = 127.0.0.1:2\n"
+			   "[server b]\nlisten = 127.0.0.1:3\nserver = 127.0.0.1:4\n"
+			   "transparent = no\n",
+			   &err),
+		     2);
+	CHECK(out[0].transparent);
+	CHECK(!out[1].transparent);
+	strbuf_init(&b, 1 << 16);
+	relay_srvfile_format(out, 2, &b);
+	CHECK(b.p != NULL && strstr(b.p, "transparent=yes") != NULL);
+	CHECK_EQ_INT(relay_srvfile_parse(b.p, b.len, again, 4, &err), 2);
+	CHECK(relay_server_cfg_equal(&out[0], &again[0]));
+	CHECK(relay_server_cfg_equal(&out[1], &again[1]));
+	/* The key counts in the comparison a reload makes. */
+	again[0].transparent = false;
+	CHECK(!relay_server_cfg_equal(&out[0], &again[0]));
+	strbuf_release(&b);
+	refused("[server a]\ntransparent = maybe\n", 2, "yes or no");
+	refused("[server a]\nlisten = 127.0.0.1:1\n"
+		"server = tunnel:01234567-89ab-cdef-0123-456789abcdef\ntransparent = yes\n",
+		1, "rally-relay agent --transparent");
+}
+
 int main(void)
 {
 	full_file();
+	transparent();
 	defaults_and_masters();
 	refusals();
 	flags();

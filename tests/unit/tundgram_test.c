@@ -8,6 +8,7 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "addr.h"
 #include "relay_tundgram.h"
 #include "tap.h"
 
@@ -124,6 +125,52 @@ static void test_sizes(void)
 	CHECK_EQ_INT(tundgram_open(buf, (size_t)n, key, &w, out, sizeof(out)), 0);
 }
 
+/* The player's address in front of a DATA_PEER datagram: a wire sample
+ * each way, round trips, and every malformed prefix refused. */
+static void test_peer(void)
+{
+	static const uint8_t v4[] = {4, 10, 77, 1, 2, 0x6d, 0x37}; /* 10.77.1.2:27959 */
+	uint8_t pb[TUNDGRAM_PEER_MAX + 4];
+	struct addr a, b;
+	char s[ADDR_STRLEN];
+	int n;
+
+	addr_parse(&a, "10.77.1.2:27959", -1);
+	n = tundgram_peer_encode(pb, &a);
+	CHECK_EQ_INT(n, 7);
+	CHECK(memcmp(pb, v4, sizeof(v4)) == 0);
+	pb[7] = 0xff; /* the game datagram follows */
+	CHECK_EQ_INT(tundgram_peer_decode(pb, 8, &b), 7);
+	CHECK_EQ_STR(addr_str(&b, s, sizeof(s)), "10.77.1.2:27959");
+	addr_parse(&a, "[2001:db8::7]:1", -1);
+	CHECK_EQ_INT(tundgram_peer_encode(pb, &a), 19);
+	CHECK_EQ_INT(pb[0], 6);
+	CHECK_EQ_INT(tundgram_peer_decode(pb, 19, &b), 19);
+	CHECK_EQ_STR(addr_str(&b, s, sizeof(s)), "[2001:db8::7]:1");
+	CHECK_EQ_INT(tundgram_peer_decode(pb, 18, &b), -EBADMSG); /* short */
+	CHECK_EQ_INT(tundgram_peer_decode(v4, 6, &b), -EBADMSG);
+	CHECK_EQ_INT(tundgram_peer_decode(v4, 0, &b), -EBADMSG);
+	memcpy(pb, v4, sizeof(v4));
+	pb[0] = 5; /* no such family */
+	CHECK_EQ_INT(tundgram_peer_decode(pb, 7, &b), -EBADMSG);
+	pb[0] = 4;
+	pb[5] = pb[6] = 0; /* port 0 */
+	CHECK_EQ_INT(tundgram_peer_decode(pb, 7, &b), -EBADMSG);
+	/* DATA_PEER is a type peek knows. */
+	{
+		uint8_t key[TUNDGRAM_KEY] = {1}, d[64];
+		struct tundgram_hdr h = {
+			.type = TUNDGRAM_DATA_PEER, .udp_id = 1, .sid = 2, .ctr = 3};
+
+		n = tundgram_seal(d, sizeof(d), &h, key, v4, sizeof(v4));
+		CHECK(n > 0);
+		CHECK_EQ_INT(tundgram_peek(d, (size_t)n, &h), 0);
+		CHECK_EQ_INT(h.type, TUNDGRAM_DATA_PEER);
+		d[0] = 5;
+		CHECK_EQ_INT(tundgram_peek(d, (size_t)n, &h), -EBADMSG);
+	}
+}
+
 int main(void)
 {
 	if (sodium_init() < 0)
@@ -132,5 +179,6 @@ int main(void)
 	test_window();
 	test_kx();
 	test_sizes();
+	test_peer();
 	return tap_done("tundgram");
 }

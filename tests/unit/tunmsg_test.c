@@ -254,6 +254,12 @@ static void test_binary(void)
 	CHECK_EQ_INT(tunmsg_bin_decode(f, sizeof(f), &type, &id, &p, &n), -EBADMSG);
 	f[0] = TUNMSG_BIN_DATA;
 	CHECK_EQ_INT(tunmsg_bin_decode(f, TUNMSG_BIN_HDR, &type, &id, &p, &n), -EBADMSG);
+	/* A datagram with the player's address in front (TUNMSG_X_PEER). */
+	f[0] = TUNMSG_BIN_DGRAM_PEER;
+	CHECK_EQ_INT(tunmsg_bin_decode(f, sizeof(f), &type, &id, &p, &n), 0);
+	CHECK(type == TUNMSG_BIN_DGRAM_PEER && n == 4);
+	f[0] = TUNMSG_BIN_DGRAM_PEER + 1;
+	CHECK_EQ_INT(tunmsg_bin_decode(f, sizeof(f), &type, &id, &p, &n), -EBADMSG);
 }
 
 int main(void)

@@ -4,8 +4,9 @@
  * Every datagram leaves one socket with its own source address, chosen with
  * an IP_PKTINFO control message (ipi_spec_dst) per message of a sendmmsg
  * batch: Linux accepts any local address there, and all of 127.0.0.0/8 is
- * local. Sources are --base + 0 .. --sources - 1 (default 1,048,576 from
- * 127.16.0.0, i.e. 127.16.0.0 - 127.31.255.255), each sending --repeat
+ * local. Sources are --base + i * --stride for i in 0 .. --sources - 1
+ * (default 1,048,576 consecutive ones from 127.16.0.0, i.e. 127.16.0.0 -
+ * 127.31.255.255; --stride 256 puts each in a /24 of its own), each sending --repeat
  * datagrams in a row before the next takes over, cycling until
  * --duration-ms is over.
  *
@@ -33,6 +34,7 @@ static const char usage[] =
 	"usage: bench-flood --target 127.X.Y.Z:PORT [options]\n"
 	"  --sources N        distinct source IPs (default 1048576)\n"
 	"  --base IP          first source IP, in 127.0.0.0/8 (default 127.16.0.0)\n"
+	"  --stride N         distance between two sources' IPs (default 1)\n"
 	"  --repeat R         datagrams per source in a row (default 1)\n"
 	"  --mix M            query | game | both (default both)\n"
 	"  --size B           game datagram size (default 64)\n"
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in target, local;
 	struct in_addr base;
 	uint64_t sources = 1u << 20, repeat = 1, size = 64, rate = 0, duration_ms = 5000, port = 0;
+	uint64_t stride = 1;
 	enum mix mix = MIX_BOTH;
 	bool have_target = false;
 	struct mmsghdr m[BENCH_BATCH];
@@ -123,6 +126,9 @@ int main(int argc, char **argv)
 				return die_arg(a);
 		} else if (strcmp(a, "--base") == 0) {
 			if (inet_pton(AF_INET, val, &base) != 1 || !is_loopback(&base))
+				return die_arg(a);
+		} else if (strcmp(a, "--stride") == 0) {
+			if (bench_parse_u64(val, 1, 1u << 24, &stride) < 0)
 				return die_arg(a);
 		} else if (strcmp(a, "--repeat") == 0) {
 			if (bench_parse_u64(val, 1, 1000000, &repeat) < 0)
@@ -156,8 +162,10 @@ int main(int argc, char **argv)
 		return die_arg("--target (missing)");
 	base_h = ntohl(base.s_addr);
 	/* Every source must stay inside 127.0.0.0/8. */
-	if (((base_h + (sources - 1)) >> 24) != 127 || base_h + (sources - 1) < base_h)
-		return die_arg("--base/--sources (leaves 127.0.0.0/8)");
+	if ((sources - 1) * stride > 0xffffffu ||
+	    ((base_h + (sources - 1) * stride) >> 24) != 127 ||
+	    base_h + (sources - 1) * stride < base_h)
+		return die_arg("--base/--sources/--stride (leaves 127.0.0.0/8)");
 
 	memset(&local, 0, sizeof(local));
 	local.sin_family = AF_INET;
@@ -206,7 +214,7 @@ int main(int argc, char **argv)
 			if (src > max_src)
 				max_src = src;
 			memset(&pi, 0, sizeof(pi));
-			pi.ipi_spec_dst.s_addr = htonl(base_h + (uint32_t)src);
+			pi.ipi_spec_dst.s_addr = htonl(base_h + (uint32_t)(src * stride));
 			memcpy(pktinfo[i], &pi, sizeof(pi));
 			if (query) {
 				iov[i].iov_base = (void *)(uintptr_t)getstatus;
