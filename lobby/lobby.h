@@ -37,6 +37,7 @@
 #include "ev.h"
 #include "joincode.h"
 #include "lobby_ipcmsg.h"
+#include "lobby_metrics.h"
 #include "lobby_msg.h"
 
 struct json_object;
@@ -129,6 +130,9 @@ struct lobby_cfg {
 	bool ipv6_off;     /* --ipv6 off: no IPv6 socket, candidate or targets */
 	struct addr v6;    /* --ipv6 IP: the v6 candidate to advertise (v6_set) */
 	bool v6_set;
+	struct addr metrics; /* --metrics ADDR:PORT: /metrics and /healthz (host) */
+	bool metrics_set;
+	char metrics_token_file[4096]; /* --metrics-token-file: a bearer token needed */
 };
 
 struct lobby_net;
@@ -138,6 +142,7 @@ struct lobby_game;
 struct lobby_ipc;
 struct lobby_dual;
 struct lobby_trav;
+struct lobby_metrics;
 struct curlev;
 struct sealer;
 struct lobby;
@@ -248,6 +253,10 @@ struct lobby {
 	uint8_t secret[JOINCODE_SECRET_LEN];
 	struct sealer *sealer;
 	char session[13]; /* 12 hex, per run (lobby_state.json) */
+	/* What happened, for /metrics (lobby_metrics.h), and its endpoint
+	 * (NULL: no --metrics). */
+	struct lobby_counters ctr;
+	struct lobby_metrics *metrics;
 	int exit_status;
 	bool stopping;
 };

@@ -94,6 +94,7 @@ static void refuse(struct conn *c, const char *why)
 	unsigned long sup;
 
 	c->b->st.refused++;
+	c->b->l->ctr.bulk_refused++;
 	/* Strangers are a peer's doing: one line per 10 s, the rest at debug. */
 	if (log_ratelimit_ok(&c->b->warn, ev_now(c->b->l->loop), 10000, &sup))
 		log_info("bulk-refused peer=%s reason=\"%s\" suppressed=%lu",
@@ -151,6 +152,7 @@ static void stream_more(struct conn *c)
 	int r = send_blob(ev_io_fd(c->io), lobby_xsend_source(c->x), &c->off, c->total);
 
 	c->b->st.bytes += c->off - before;
+	c->b->l->ctr.save_bytes_tcp += c->off - before;
 	if (r == 0) {
 		/* EPOLLOUT brings us back; silence this long, not. */
 		if (c->off != before || !ev_timer_armed(&c->hello_timer))
@@ -295,6 +297,7 @@ static void on_hello_timeout(struct ev_timer *t, void *arg)
 
 	(void)t;
 	c->b->st.timeouts++;
+	c->b->l->ctr.bulk_timeouts++;
 	refuse(c, "no hello within 5 s");
 }
 
@@ -314,9 +317,11 @@ static void on_accept(struct ev_io *io, uint32_t events, void *arg)
 		if (fd < 0)
 			return;
 		b->st.accepted++;
+		b->l->ctr.bulk_accepted++;
 		if (b->pending >= LOBBY_BULK_PENDING_MAX || b->streams >= MAX_STREAMS ||
 		    (c = calloc(1, sizeof(*c))) == NULL) {
 			b->st.too_many++;
+			b->l->ctr.bulk_too_many++;
 			close(fd);
 			continue;
 		}

@@ -1395,4 +1395,7 @@ int lobby_dual_take(struct lobby *l, int fd, const struct addr *from, const uint
 void lobby_dual_stats(const struct lobby_dual *d, struct lobby_dual_stats *out)
 {
 	*out = d->st;
+	out->links_open = 0;
+	for (const struct link *k = d->links; k != NULL; k = k->next)
+		out->links_open += k->state == LS_UP && !k->closed;
 }

@@ -123,6 +123,7 @@ int lobby_dual_take(struct lobby *l, int fd, const struct addr *from, const uint
 
 struct lobby_dual_stats {
 	uint64_t links_up, refused, too_many, dials, frames_out, frames_in, queue_drops, too_big;
+	uint64_t links_open; /* up now */
 };
 void lobby_dual_stats(const struct lobby_dual *d, struct lobby_dual_stats *out);
 

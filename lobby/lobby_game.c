@@ -21,7 +21,7 @@ struct lobby_game {
 	struct ev_io *io;
 	uint16_t port;
 	struct addr bridge;
-	uint64_t from_bridge, to_bridge, oversize;
+	uint64_t oversize;
 	uint8_t buf[65536];
 };
 
@@ -45,7 +45,8 @@ static void on_read(struct ev_io *io, uint32_t events, void *arg)
 		/* Only the local bridge talks to this socket. */
 		if (!addr_is_loopback(&from))
 			continue;
-		g->from_bridge++;
+		g->l->ctr.frames[LOBBY_DIR_FROM_GAME]++;
+		g->l->ctr.frame_bytes[LOBBY_DIR_FROM_GAME] += (uint64_t)n;
 		if (g->l->role->game_frame != NULL)
 			g->l->role->game_frame(g->l, g->buf, (size_t)n);
 	}
@@ -58,8 +59,10 @@ void lobby_game_deliver(struct lobby *l, const uint8_t *frame, size_t len)
 	if (g == NULL || len > NP1_GAME_MAX)
 		return;
 	if (sendto(g->fd, frame, len, 0, (const struct sockaddr *)&g->bridge.ss, g->bridge.len) >=
-	    0)
-		g->to_bridge++;
+	    0) {
+		l->ctr.frames[LOBBY_DIR_TO_GAME]++;
+		l->ctr.frame_bytes[LOBBY_DIR_TO_GAME] += len;
+	}
 }
 
 uint16_t lobby_game_port(const struct lobby_game *g)

@@ -91,7 +91,8 @@ struct peer {
 	long long log_win_ms, log_bytes;
 	unsigned log_n;
 	bool started;
-	bool mark; /* the start being sent goes to it */
+	bool mark;                    /* the start being sent goes to it */
+	enum lobby_metrics_path path; /* how it came in (its gauge in l->ctr.peers) */
 };
 
 struct remembered {
@@ -724,7 +725,7 @@ static void send_reject(struct lobby *l, const struct addr *to, const char *reas
 
 /* ---- requests ---- */
 
-static void drop_peer(struct lobby_host *h, struct peer *p, const char *why);
+static void drop_peer(struct lobby_host *h, struct peer *p, enum lobby_metrics_left why);
 static bool set_mode(struct lobby_host *h, const char *mode);
 
 static void do_join(struct lobby_host *h, const struct addr *from, const struct lobby_msg_join *jm)
@@ -743,12 +744,13 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 			 jm->version != NULL ? jm->version : "unknown (older build)",
 			 l->cfg.protocol_version);
 		send_reject(l, from, reason, false);
+		l->ctr.joins[LOBBY_JOIN_VERSION]++;
 		log_info("reject peer=%s reason=version theirs=\"%s\"",
 			 addr_str(from, addr, sizeof(addr)),
 			 jm->version != NULL ? jm->version : "-");
 		/* A player who was in (a rename from another build) is out. */
 		if (p != NULL)
-			drop_peer(h, p, "version");
+			drop_peer(h, p, LOBBY_LEFT_VERSION);
 		return;
 	}
 	if (p == NULL) {
@@ -756,6 +758,7 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 
 		if (htab_count(h->peers) + 1 >= l->cfg.max_players) {
 			send_reject(l, from, "lobby full", false);
+			l->ctr.joins[LOBBY_JOIN_FULL]++;
 			log_info("reject peer=%s reason=full", addr_str(from, addr, sizeof(addr)));
 			return;
 		}
@@ -763,6 +766,7 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 		p = htab_insert(h->peers, &k, false, NULL);
 		if (p == NULL) {
 			send_reject(l, from, "lobby full", false);
+			l->ctr.joins[LOBBY_JOIN_FULL]++;
 			return;
 		}
 		p->addr = *from;
@@ -770,6 +774,7 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 		p->started = false;
 		created = true;
 		h->joins++;
+		l->ctr.joins[LOBBY_JOIN_ACCEPTED]++;
 	}
 	p->last_ms = ev_now(l->loop);
 	if (created || jm->name == NULL || strcmp(jm->name, p->name) != 0) {
@@ -790,8 +795,11 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	lobby_dual_peer_up(l, &p->addr, p->name, h->name);
 	log_info("join peer=%s name=\"%s\" new=%d company=%d players=%zu",
 		 addr_str(from, addr, sizeof(addr)), p->name, created, p->company, players(h));
-	if (created)
-		lobby_trav_host_join(l, p->name, from, p->profile);
+	if (created) {
+		p->path =
+			(enum lobby_metrics_path)lobby_trav_host_join(l, p->name, from, p->profile);
+		l->ctr.peers[p->path]++;
+	}
 	send_welcome(h, p);
 	/* A relay's letter, and what a newcomer is told of the world (before
 	 * the roster, as lobby.py do_join does). */
@@ -813,14 +821,16 @@ static void do_join(struct lobby_host *h, const struct addr *from, const struct 
 	}
 }
 
-static void drop_peer(struct lobby_host *h, struct peer *p, const char *why)
+static void drop_peer(struct lobby_host *h, struct peer *p, enum lobby_metrics_left why)
 {
 	char a[ADDR_STRLEN];
 	struct addr gone = p->addr;
 	bool led = p == leader(h);
 
 	log_info("peer-gone peer=%s name=\"%s\" reason=%s", addr_str(&p->addr, a, sizeof(a)),
-		 p->name, why);
+		 p->name, lobby_metrics_left_name(why));
+	h->l->ctr.left[why]++;
+	h->l->ctr.peers[p->path]--;
 	/* Out of the table first: the round may resolve and start the others
 	 * now, and what it sends must not list the one who left. */
 	free(p->links);
@@ -982,7 +992,7 @@ static void on_msg(struct lobby *l, const struct addr *from, const struct lobby_
 			send_chat(h, p->name, clean);
 		return;
 	case LOBBY_MSG_LEAVE:
-		drop_peer(h, p, "left");
+		drop_peer(h, p, LOBBY_LEFT_LEFT);
 		return;
 	case LOBBY_MSG_STAGE:
 		/* What a joiner is doing; "" clears it. Only a new text counts. */
@@ -1099,8 +1109,10 @@ static void frame_to(struct lobby_host *h, const struct peer *p, const uint8_t *
 {
 	int dlen = lobby_net_frame_build(h->l, frame, len);
 
-	if (dlen > 0)
-		lobby_net_frame_send(h->l, &p->addr, (size_t)dlen);
+	if (dlen > 0 && lobby_net_frame_send(h->l, &p->addr, (size_t)dlen) >= 0) {
+		h->l->ctr.frames[LOBBY_DIR_TO_PEER]++;
+		h->l->ctr.frame_bytes[LOBBY_DIR_TO_PEER] += len;
+	}
 }
 
 /* A game frame to every joiner but one (NULL: all), sealed once. */
@@ -1114,7 +1126,10 @@ static void frame_to_joiners(struct lobby_host *h, const struct peer *except, co
 			continue;
 		if (dlen == 0 && (dlen = lobby_net_frame_build(h->l, frame, len)) < 0)
 			return;
-		lobby_net_frame_send(h->l, &p->addr, (size_t)dlen);
+		if (lobby_net_frame_send(h->l, &p->addr, (size_t)dlen) >= 0) {
+			h->l->ctr.frames[LOBBY_DIR_TO_PEER]++;
+			h->l->ctr.frame_bytes[LOBBY_DIR_TO_PEER] += len;
+		}
 	}
 }
 
@@ -1127,6 +1142,8 @@ static void on_game(struct lobby *l, const struct addr *from, const uint8_t *fra
 	(void)sealed;
 	if (p == NULL)
 		return;
+	l->ctr.frames[LOBBY_DIR_FROM_PEER]++;
+	l->ctr.frame_bytes[LOBBY_DIR_FROM_PEER] += len;
 	if (h->relay != NULL) {
 		struct peer *lead = leader(h);
 
@@ -1192,6 +1209,9 @@ static void on_envelope(struct lobby *l, const struct addr *from, const uint8_t 
 		lobby_net_send_app(l, &q->addr, env, len);
 	else if (game)
 		lobby_net_send_app(l, &q->addr, inner, ilen);
+	else
+		return;
+	l->ctr.envelopes++;
 }
 
 static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
@@ -1215,6 +1235,7 @@ static void on_bad_seal(struct lobby *l, const struct addr *from, int why)
 	*last = now;
 	htab_touch(h->rejects, last);
 	h->rejects_sent++;
+	l->ctr.joins[LOBBY_JOIN_WRONG_PASSWORD]++;
 	send_reject(l, from, "wrong password", true);
 }
 
@@ -1265,7 +1286,7 @@ static void on_sweep(struct ev_timer *t, void *arg)
 		/* A peer being sent the save is the transfer's to judge. */
 		if (now - p->last_ms > LOBBY_DROP_AFTER_MS &&
 		    !lobby_xsend_active(h->xfer, &p->addr))
-			drop_peer(h, p, "silent");
+			drop_peer(h, p, LOBBY_LEFT_SILENT);
 		p = next;
 	}
 	ev_timer_start(h->l->loop, t, 1000, on_sweep, h);
@@ -1374,6 +1395,7 @@ static void round_over(struct lobby_host *h)
 
 static void xfer_aborted(struct lobby *l, const char *detail)
 {
+	l->ctr.rounds[LOBBY_ROUND_ABORTED]++;
 	lobby_ipc_status(l, "failed", detail);
 	round_over(host_of(l));
 }
@@ -1452,7 +1474,10 @@ static void xfer_resolved(struct lobby *l)
 			done++;
 		}
 	}
+	l->ctr.targets_done += done;
+	l->ctr.targets_failed += failed;
 	if (failed > 0) {
+		l->ctr.rounds[LOBBY_ROUND_FAILED]++;
 		if (o < detail + sizeof(detail) - 1)
 			snprintf(o, (size_t)(detail + sizeof(detail) - o),
 				 " -- press START GAME to retry");
@@ -1460,6 +1485,7 @@ static void xfer_resolved(struct lobby *l)
 			p->mark = false;
 		lobby_ipc_status(l, "failed", detail);
 	} else if (done == 0 && !(h->relay != NULL && lobby_relay_leader_holds(h->relay))) {
+		l->ctr.rounds[LOBBY_ROUND_NOBODY]++;
 		lobby_ipc_status(l, "connected",
 				 "no players to share with -- wait for a player to join, then "
 				 "press START GAME");
@@ -1468,6 +1494,7 @@ static void xfer_resolved(struct lobby *l)
 		 * uploader has the save it sent"). */
 		if (h->relay != NULL && lobby_relay_leader_holds(h->relay) && leader(h) != NULL)
 			leader(h)->mark = true;
+		l->ctr.rounds[LOBBY_ROUND_OK]++;
 		log_info("xfer-resolved starting=%zu", done);
 		start_game(h, true);
 	}

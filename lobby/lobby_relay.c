@@ -538,6 +538,7 @@ static void up_send(struct lobby *l, const struct lobby_msg *m)
 		return;
 	if (!m->fdone.ok) {
 		log_info("relay-upload-failed sid=%u then=\"wait for a new START\"", m->fdone.sid);
+		l->ctr.uploads[LOBBY_UPLOAD_FAILED]++;
 		r->uploading = false;
 		return;
 	}
@@ -545,6 +546,7 @@ static void up_send(struct lobby *l, const struct lobby_msg *m)
 		/* fdone ok goes again and again: the first hands it out. */
 		r->handed_any = true;
 		r->handed_sid = m->fdone.sid;
+		l->ctr.uploads[LOBBY_UPLOAD_STORED]++;
 		r->held = true;
 		r->session_epoch = 0; /* a newer world than the one resumed from */
 		ev_timer_start(l->loop, &r->hand, 0, on_hand, r);
@@ -596,6 +598,7 @@ static void tick_progress(struct lobby_relay *r)
 static void drop_upload(struct lobby_relay *r, const char *why)
 {
 	log_info("relay-upload-dropped reason=\"%s\"", why);
+	r->l->ctr.uploads[LOBBY_UPLOAD_DROPPED]++;
 	lobby_xrecv_free(r->up);
 	r->up = lobby_xrecv_new(r->l, &up_ops, r->l->cfg.max_save);
 	r->uploading = false;

@@ -81,7 +81,6 @@ struct lobby_rv {
 	double since;
 	struct punch punches[MAX_PUNCH];
 	struct bind binds[MAX_BIND];
-	uint64_t notes, notes_bad;
 	long long last_note_ms; /* when the last knock opened (-1: none yet) */
 	struct knock_seen seen[KNOCKS_SEEN];
 	unsigned nseen;
@@ -319,22 +318,22 @@ static void handle_note(struct lobby_rv *r, struct json_object *note)
 		r->since = json_object_get_double(t);
 	if (blob == NULL || sodium_base642bin(sealed, sizeof(sealed), blob, strlen(blob), NULL,
 					      &slen, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
-		r->notes_bad++;
+		l->ctr.knocks_bad++;
 		return;
 	}
 	n = seal_open(r->knock_sealer, sealed, slen, plain, sizeof(plain) - 1);
 	if (n < 0 || (size_t)n >= sizeof(code)) {
-		r->notes_bad++; /* not ours, tampered, or replayed */
+		l->ctr.knocks_bad++; /* not ours, tampered, or replayed */
 		return;
 	}
 	memcpy(code, plain, (size_t)n);
 	code[n] = '\0';
 	if (joincode_decode(code, NULL, (long long)time(NULL), &c, err, sizeof(err)) < 0) {
 		log_warnx("knock-bad-code error=\"%s\"", err);
-		r->notes_bad++;
+		l->ctr.knocks_bad++;
 		return;
 	}
-	r->notes++;
+	l->ctr.knocks_answered++;
 	r->last_note_ms = now_ms(r);
 	ks = &r->seen[r->nseen++ % KNOCKS_SEEN];
 	*ks = (struct knock_seen){.pub = c.pub, .has_pub = c.has_public, .at = r->last_note_ms};
@@ -385,9 +384,11 @@ static void on_poll_done(void *arg, int result, long status, const char *body, s
 	r->poll_req = NULL;
 	ev_timer_start(r->l->loop, &r->poll_timer, poll_every(r), on_poll, r);
 	if (result < 0 || status != 200) {
+		r->l->ctr.polls_failed++;
 		log_debug("knock-poll-fail result=%d status=%ld", result, status);
 		return;
 	}
+	r->l->ctr.polls_ok++;
 	if (jsonp_parse(body, len, 16, &o, err, sizeof(err)) < 0)
 		return;
 	if (json_object_object_get_ex(o, "knocks", &arr) &&
@@ -579,8 +580,13 @@ static void on_pub_done(void *arg, int result, long status, const char *body, si
 	(void)body;
 	(void)len;
 	r->pub_req = NULL;
-	if (result < 0 || status != 200)
+	if (result < 0 || status != 200) {
+		r->l->ctr.publish_failed++;
 		log_info("announce-fail result=%d status=%ld", result, status);
+		return;
+	}
+	r->l->ctr.publish_ok++;
+	r->l->ctr.publish_last_ok_s = (long long)time(NULL);
 }
 
 static void on_publish(struct ev_timer *t, void *arg)
@@ -643,6 +649,7 @@ void lobby_rv_publish(struct lobby *l, bool on)
 	if (r == NULL || l->cfg.publish_url[0] == '\0' || on == r->publishing)
 		return;
 	r->publishing = on;
+	l->ctr.publishing = on;
 	if (on) {
 		ev_timer_start(l->loop, &r->pub_timer, 0, on_publish, r);
 		log_info("publish master=%s", l->cfg.publish_url);
@@ -680,6 +687,7 @@ void lobby_rv_leave_sync(struct lobby *l, long timeout_ms)
 	if (r == NULL || !r->publishing)
 		return;
 	r->publishing = false;
+	l->ctr.publishing = false;
 	ev_timer_stop(l->loop, &r->pub_timer);
 	post_leave(r);
 	if (r->pub_req == NULL)

@@ -458,8 +458,8 @@ void lobby_trav_done(struct lobby_trav *t, bool ok, const char *detail)
 
 /* ---- the host's side ---- */
 
-void lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *from,
-			  const char *profile)
+int lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *from,
+			 const char *profile)
 {
 	struct json_object *o, *peer;
 	struct lobby_event e;
@@ -468,21 +468,22 @@ void lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *
 	const char *path;
 	long long age = -1;
 	char s[ADDR_STRLEN], err[96];
-	int m = lobby_rv_knock_match(l, from, &age);
+	int m = lobby_rv_knock_match(l, from, &age), kind;
 
 	if (profile != NULL && profile[0] != '\0' &&
 	    joincode_decode(profile, NULL, (long long)time(NULL), &c, err, sizeof(err)) == 0)
 		has_code = true;
 	if (m == 2)
-		path = "relay";
+		kind = LOBBY_PATH_RELAY;
 	else if (has_code && c.has_lan && addr_equal(from, &c.lan))
-		path = "lan";
+		kind = LOBBY_PATH_LAN;
 	else if (has_code && c.has_v6 && addr_equal(from, &c.v6addr))
-		path = "v6";
+		kind = LOBBY_PATH_V6;
 	else if (m == 1)
-		path = "punched";
+		kind = LOBBY_PATH_PUNCHED;
 	else
-		path = "public";
+		kind = LOBBY_PATH_PUBLIC;
+	path = lobby_metrics_path_name((enum lobby_metrics_path)kind);
 	o = json_object_new_object();
 	json_object_object_add(o, "role", json_object_new_string("host"));
 	json_object_object_add(o, "you",
@@ -502,4 +503,5 @@ void lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *
 	e = (struct lobby_event){.type = LOBBY_EV_TRAVERSAL, .traversal = o};
 	lobby_ipc_emit(l, &e);
 	lobby_ipc_state(l, "traversal", o); /* the latest join's; takes o */
+	return kind;
 }

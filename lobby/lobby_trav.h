@@ -102,8 +102,9 @@ void lobby_trav_done(struct lobby_trav *t, bool ok, const char *detail);
 /* A new player is in: how it came (lan, v6, relay, punched after a knock,
  * or public: straight to our address), from its own code (the join's
  * profile, may be NULL) and the knocks we answered; said like the
- * joiner's record (state, event, log). */
-void lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *from,
-			  const char *profile);
+ * joiner's record (state, event, log). Returns that path
+ * (enum lobby_metrics_path). */
+int lobby_trav_host_join(struct lobby *l, const char *name, const struct addr *from,
+			 const char *profile);
 
 #endif

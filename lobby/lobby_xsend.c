@@ -241,7 +241,8 @@ static int send_chunk(struct lobby_xsend *x, struct tgt *t, uint64_t seq)
 	memcpy(x->dgram, NP1_MAGIC, 4);
 	x->dgram[4] = NP1_DATA;
 	npf1_build(x->dgram + NP1_HDR, NPF1_HDR, x->sid, (uint32_t)seq, NULL, 0);
-	lobby_net_send_raw(x->l->net, &t->addr, x->dgram, DGRAM_HDR + len);
+	if (lobby_net_send_raw(x->l->net, &t->addr, x->dgram, DGRAM_HDR + len) >= 0)
+		x->l->ctr.save_bytes_udp += len;
 	if (seq + 1 > t->sent_max)
 		t->sent_max = seq + 1;
 	t->dgrams++;

@@ -30,6 +30,7 @@
 #include "lobby_dual.h"
 #include "lobby_relay.h"
 #include "lobby_logfwd.h"
+#include "lobby_metrics.h"
 #include "lobby_xprog.h"
 #include "lobby_save.h"
 #include "lobby_trav.h"
@@ -108,6 +109,10 @@ static const char usage_ours[] =
 	"                              rally-lobbies (on; off: netpunch's alone)\n"
 	"    --max-rate BYTES          bytes per second a save goes to each peer at\n"
 	"                              most (host; default: what the path takes)\n"
+	"    --metrics IP:PORT         serve /metrics (Prometheus) and /healthz there\n"
+	"                              (host; off by default; loopback unless\n"
+	"                              --metrics-token-file; port 0: any)\n"
+	"    --metrics-token-file FILE /metrics needs this bearer token (32+ chars)\n"
 	"    --log auto|plain|journal  log format (auto: journal if stderr is it)\n"
 	"    --debug                   log every frame and message\n"
 	"    --check-config            check the flags (and a join CODE), then exit\n"
@@ -278,6 +283,16 @@ static void set_fast(void *ctx, const char *s)
 	c->fast_off = c->fast_off || is_off("fast-transfer", s);
 }
 
+/* --metrics IP:PORT: where /metrics and /healthz listen. */
+static void set_metrics(void *ctx, const char *s)
+{
+	struct lobby_cfg *c = ctx;
+
+	if (addr_parse(&c->metrics, s, -1) < 0)
+		daemon_die_usage("--metrics %s: expected IP:PORT (127.0.0.1:29480)", s);
+	c->metrics_set = true;
+}
+
 static void add_forward_log(void *ctx, const char *s)
 {
 	struct lobby_cfg *c = ctx;
@@ -339,6 +354,8 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		DAEMON_FN("bulk-tcp", set_bulk, c),
 		DAEMON_FN("fast-transfer", set_fast, c),
 		DAEMON_NUM("max-rate", &c->max_rate, 0, 1LL << 40, 1),
+		DAEMON_FN("metrics", set_metrics, c),
+		DAEMON_STR("metrics-token-file", c->metrics_token_file),
 	};
 	const size_t n = DAEMON_NFLAGS(flags);
 	const char *cmd;
@@ -389,6 +406,19 @@ static void parse_args(struct daemon *d, int argc, char **argv, struct lobby_cfg
 		daemon_die_usage("--relay-only and --dedicated are for host");
 	if (pos < argc)
 		daemon_die_usage("unexpected argument: %s", argv[pos]);
+	if ((c->metrics_set || c->metrics_token_file[0] != '\0') && c->mode != LOBBY_MODE_HOST)
+		daemon_die_usage("--metrics and --metrics-token-file are for host");
+	if (c->metrics_token_file[0] != '\0' && !c->metrics_set)
+		daemon_die_usage("--metrics-token-file needs --metrics IP:PORT");
+	/* Counters of who plays where are an operator's, not the internet's. */
+	if (c->metrics_set && !addr_is_loopback(&c->metrics) && c->metrics_token_file[0] == '\0') {
+		char a[ADDR_STRLEN];
+
+		daemon_die_usage("--metrics %s: not a loopback address; keep /metrics on "
+				 "127.0.0.1 (or behind a proxy), or give --metrics-token-file FILE "
+				 "to require a bearer token",
+				 addr_str(&c->metrics, a, sizeof(a)));
+	}
 	c->local_port_set = daemon_flag_seen(flags, n, "local-port");
 	c->game_relay_set = daemon_flag_seen(flags, n, "game-relay-port");
 	/* NAT-PMP is UPnP's fallback: --upnp off ("leave the router alone" in
@@ -431,6 +461,14 @@ static void on_stop(struct daemon *d, void *arg)
 		l->role->quit(l);
 	else
 		lobby_exit(l, 0);
+}
+
+/* SIGHUP: the metrics token file again (the rest comes from the command
+ * line). */
+static void on_reload(struct daemon *d, void *arg)
+{
+	(void)d;
+	lobby_metrics_reload(arg);
 }
 
 static void print_code(const struct joincode *c)
@@ -512,6 +550,9 @@ static int check_config(const struct lobby_cfg *c)
 	 * them. */
 	if (c->mode == LOBBY_MODE_HOST && (c->relay_only || c->dedicated) &&
 	    lobby_relay_check_files(c->io_dir[0] != '\0' ? c->io_dir : ".", c->relay_only) < 0)
+		return DAEMON_EXIT_FAIL;
+	if (c->metrics_token_file[0] != '\0' &&
+	    lobby_metrics_check_token(c->metrics_token_file) < 0)
 		return DAEMON_EXIT_FAIL;
 	log_bare("config-ok mode=%s name=\"%s\" io_dir=%s",
 		 c->mode == LOBBY_MODE_HOST && c->relay_only ? "relay"
@@ -689,7 +730,8 @@ int main(int argc, char **argv)
 		return r;
 	}
 	l->loop = d->loop;
-	daemon_set_handlers(d, on_stop, NULL, l);
+	l->ctr.start_s = (long long)time(NULL);
+	daemon_set_handlers(d, on_stop, on_reload, l);
 	randombytes_buf(sess, sizeof(sess));
 	sodium_bin2hex(l->session, sizeof(l->session), sess, sizeof(sess));
 	l->curl = curlev_new(l->loop);
@@ -730,6 +772,15 @@ int main(int argc, char **argv)
 	l->role = l->cfg.mode != LOBBY_MODE_HOST ? &lobby_join_role
 		  : l->cfg.relay_only            ? &lobby_relay_role
 						 : &lobby_host_role;
+	/* Before the role, so that the ready line means /metrics answers. */
+	r = lobby_metrics_start(l);
+	if (r < 0) {
+		fprintf(stderr, "rally-lobby: --metrics: %s (see the log)\n", strerror(-r));
+		lobby_ipc_status(l, "failed", "could not serve --metrics (see the log)");
+		lobby_ipc_state(l, "state", json_object_new_string("failed"));
+		r = DAEMON_EXIT_FAIL;
+		goto out;
+	}
 	if (l->cfg.mode == LOBBY_MODE_HOST) {
 		r = start_role(d, l, NULL);
 		if (r == -EBADMSG || r == -EIO) {
@@ -768,6 +819,7 @@ int main(int argc, char **argv)
 	lobby_rv_leave_sync(l, 2000);
 	lobby_observe_unmap(l, 3000);
 out:
+	lobby_metrics_free(l);
 	lobby_rv_free(l->rv);
 	lobby_dual_free(l->dual);
 	l->dual = NULL;

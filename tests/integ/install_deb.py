@@ -530,8 +530,13 @@ def run_services(env, ns):
     lobby = Service(env, ns, "rally-lobby-relay.service", {
         "RALLY_LOBBY_PORT": "0",
         "RALLY_LOBBY_ARGS": "--stun off --rendezvous off --lan-ip 127.0.0.1 --ipv6 off "
-                            "--lobby-name 'install test'"})
+                            "--lobby-name 'install test' --metrics 127.0.0.1:0"})
     lobby.ready(r"udp=\S+:\d+ game=\S+$")
+    # /metrics as the env file's example has it, under the unit's sandbox.
+    mm = lobby.wait_line(r"metrics-listening metrics=(127\.0\.0\.1:\d+) ", 5)
+    st, body = ns_http(ns, "http://%s/metrics" % mm.group(1))
+    check(st == 200 and 'rally_lobby_info{' in body and 'role="relay"' in body,
+          "relay lobby /metrics: %s %s" % (st, body[:200]))
     env.log("rally-lobby-relay: %s" % " ".join(shlex.quote(a) for a in lobby.exec_argv))
     check("install test" in lobby.exec_argv, "the quoted lobby name was split: %s" % lobby.exec_argv)
     wait_for(lambda: [ln for ln in lobby.output() if ln.startswith("CODE=")], 10, "CODE=")

@@ -6,7 +6,7 @@ monitoring_rules.py and monitoring_dashboard.py (not a scenario itself)."""
 import os
 import re
 
-from harness import TOKEN, Echo, Master, Relay, check, http
+from harness import TOKEN, Echo, Lobby, Master, Relay, check, http
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MON = os.path.join(HERE, "..", "..", "tools", "monitoring")
@@ -34,7 +34,9 @@ def families(text):
 def start_daemons(env):
     """A master with relay ports; a relay that heartbeats it; a relay
     fronting the tunnel with its realm keys in a PostgreSQL that is not
-    there (it exports the key database's gauges, down, and keeps retrying).
+    there (it exports the key database's gauges, down, and keeps retrying);
+    a dedicated relay lobby (rally-lobby host --relay-only) publishing to the
+    master, with --metrics on loopback and a player joined.
     Returns the daemons, the scrape targets ((job, host:port, token)) and
     what their /metrics hold together."""
     m = Master(env, args=["--relay-ip", "127.0.0.1", "--relay-bind", "127.0.0.1"])
@@ -47,9 +49,15 @@ def start_daemons(env):
                       "--tunnel-pg", "host=127.0.0.1 port=1 dbname=none connect_timeout=1"],
                 wait_ready=False)
     ln = tun.wait_line(r"^(?:<\d>)?ready listen=\S+ .*control=(\S+)", 10)
+    lobby = Lobby(env, "host", name="relay-lobby", args=[
+        "--relay-only", "--publish", m.url(""), "--public", "--metrics", "127.0.0.1:0"])
+    lport = int(lobby.wait_line(r"metrics-listening metrics=127\.0\.0\.1:(\d+) ").group(1))
+    player = Lobby(env, "join", code=lobby.wait_code(), name="alice")
+    player.wait_status("connected", "^joined the host$", timeout=20)
     targets = [("rally-master", "%s:%d" % m.http_addr, None),
                ("rally-relay", "%s:%d" % plain.control, TOKEN),
-               ("rally-relay", ln.group(1), TOKEN)]
+               ("rally-relay", ln.group(1), TOKEN),
+               ("rally-lobby", "127.0.0.1:%d" % lport, None)]
     have = {}
     for _, hostport, tok in targets:
         url = "http://%s/metrics" % hostport
@@ -59,7 +67,7 @@ def start_daemons(env):
             mine = have.setdefault(k, {})
             for lk, vals in labels.items():
                 mine.setdefault(lk, set()).update(vals)
-    return (m, plain, tun), targets, have
+    return (m, plain, tun, lobby, player), targets, have
 
 
 def selectors(expr):

@@ -10,12 +10,12 @@ Grafana would), names only metrics, labels and label values real daemons
 export (their /metrics, as monitoring_rules.py checks the rules), and
 returns series: Debian's Prometheus, configured as tools/monitoring/README.md
 says (the relay's token through credentials_file) and loaded with the
-example rules, scrapes a real rally-master and two rally-relays on loopback,
+example rules, scrapes a real rally-master, two rally-relays and a dedicated
+relay lobby (rally-lobby --metrics, a player in) on loopback,
 and each panel's query, each variable's label_values() and the alerts table
 are asked of it; each legend's {{label}} must be a label of the series it
 names. Grafana itself is not in Debian's archive: no Grafana renders the
-dashboard here. rally-lobby exports no metrics: the dashboard shows the
-relay lobbies through the masters' lists. Needs Debian's prometheus
+dashboard here. Needs Debian's prometheus
 (prometheus, promtool): tools/dev.sh test installs it."""
 
 import json

@@ -4,8 +4,10 @@ rules`), fire on the series their unit tests give and stay silent on the
 others (`promtool test rules` with rallypoint-rules.test.yml), and name only
 metrics, labels and label values the daemons export: every rally_* name in a
 rule's expression, the labels it matches or groups by, and the values it
-compares with = are looked up in /metrics of a real rally-master and
-rally-relay (with relay ports, heartbeating, fronting a tunnel), so a renamed
+compares with = are looked up in /metrics of a real rally-master,
+rally-relay (with relay ports, heartbeating, fronting a tunnel) and a
+dedicated relay lobby (rally-lobby host --relay-only --metrics, publishing
+to the master, a player in), so a renamed
 metric or label fails here instead of leaving an alert that never fires.
 Needs Debian's prometheus (promtool): tools/dev.sh test installs it;
 missing, this fails, never skips."""
@@ -35,15 +37,20 @@ def scenario(env):
     env.log(out.strip().splitlines()[-1])
     cases = open(TESTS).read().count("alertname:")
     check(cases >= 5, "only %d alert cases in %s" % (cases, TESTS))
+    text = open(RULES).read()
+    for job in ("rally-master", "rally-relay", "rally-lobby"):
+        check(re.search(r'job(?:=~"rally-\.\*"|="%s")' % job, text) and
+              'job="%s"' % job in open(TESTS).read(),
+              "no rule or unit test covers job %s" % job)
     rc, out = promtool("test", "rules", TESTS)
     check(rc == 0, "promtool test rules: %s" % out)
     env.log("promtool test rules: %s" % out.strip().splitlines()[-1])
 
     daemons, _, have = start_daemons(env)
 
-    text = open(RULES).read()
     exprs = re.findall(r"^\s*expr:\s*(.+)$", text, re.M)
-    check(len(exprs) >= 10, "only %d expressions in the rules" % len(exprs))
+    check(len(exprs) >= 10 and any("rally_lobby_" in e for e in exprs),
+          "only %d expressions in the rules, or none for rally-lobby" % len(exprs))
     missing = []
     for e in exprs:
         missing += unknown_names(e, have)
