@@ -28,18 +28,17 @@
 #include "lobby.h"
 #include "lobby_dual.h"
 #include "log.h"
-#include "statefile.h"
 #include "strbuf.h"
+#include "token.h"
 
-#define TOKEN_FILE_MAX (4096)
-#define METRICS_MAX    (256 * 1024) /* bytes of /metrics at most (a few KiB in use) */
+#define METRICS_MAX (256 * 1024) /* bytes of /metrics at most (a few KiB in use) */
 
 struct lobby_metrics {
 	struct lobby *l;
 	struct httpd *httpd;
 	struct addr bound;
 	bool has_token;
-	uint8_t token_hash[crypto_generichash_BYTES];
+	uint8_t token_hash[TOKEN_HASH];
 	uint64_t requests, unauthorized;
 	struct log_ratelimit warn_auth;
 };
@@ -69,49 +68,15 @@ const char *lobby_metrics_left_name(enum lobby_metrics_left why)
 
 /* ---- the token ---- */
 
-/* The token in path, trailing white space cut: its hash, 0 or -errno. */
-static int token_load(const char *path, uint8_t hash[static crypto_generichash_BYTES])
+static int token_load_metrics(const char *path, uint8_t hash[static TOKEN_HASH])
 {
-	char *text = NULL;
-	size_t len;
-	int r = statefile_read(path, TOKEN_FILE_MAX, &text, &len);
-
-	if (r < 0) {
-		errno = -r;
-		log_warn("metrics-token-unreadable file=%s", path);
-		return r;
-	}
-	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' ' ||
-			   text[len - 1] == '\t'))
-		text[--len] = '\0';
-	r = 0;
-	for (size_t i = 0; i < len && r == 0; i++) {
-		unsigned char c = (unsigned char)text[i];
-
-		if (c <= ' ' || c >= 0x7f) {
-			log_err("metrics-token-refused file=%s reason=\"not printable ASCII "
-				"without spaces\"",
-				path);
-			r = -EINVAL;
-		}
-	}
-	if (r == 0 && len < LOBBY_METRICS_MIN_TOKEN) {
-		log_err("metrics-token-refused file=%s reason=\"shorter than %d characters\"", path,
-			LOBBY_METRICS_MIN_TOKEN);
-		r = -EINVAL;
-	}
-	if (r == 0 && hash != NULL)
-		crypto_generichash(hash, crypto_generichash_BYTES, (const uint8_t *)text, len, NULL,
-				   0);
-	sodium_memzero(text, len);
-	free(text);
-	return r;
+	return token_load(path, "metrics-token", "metrics-token", hash);
 }
 
 int lobby_metrics_check_token(const char *path)
 {
-	uint8_t h[crypto_generichash_BYTES];
-	int r = token_load(path, h);
+	uint8_t h[TOKEN_HASH];
+	int r = token_load_metrics(path, h);
 
 	sodium_memzero(h, sizeof(h));
 	return r;
@@ -119,16 +84,7 @@ int lobby_metrics_check_token(const char *path)
 
 static bool authorized(const struct lobby_metrics *m, struct httpd_req *req)
 {
-	const char *h = httpd_header(req, "Authorization");
-	uint8_t got[crypto_generichash_BYTES];
-
-	if (!m->has_token)
-		return true;
-	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
-		return false;
-	h += 7;
-	crypto_generichash(got, sizeof(got), (const uint8_t *)h, strlen(h), NULL, 0);
-	return sodium_memcmp(got, m->token_hash, sizeof(got)) == 0;
+	return !m->has_token || token_check(m->token_hash, req);
 }
 
 /* ---- the text ---- */
@@ -409,7 +365,7 @@ int lobby_metrics_start(struct lobby *l)
 		return -ENOMEM;
 	m->l = l;
 	if (l->cfg.metrics_token_file[0] != '\0') {
-		r = token_load(l->cfg.metrics_token_file, m->token_hash);
+		r = token_load_metrics(l->cfg.metrics_token_file, m->token_hash);
 		if (r < 0) {
 			free(m);
 			return r;
@@ -442,13 +398,13 @@ int lobby_metrics_start(struct lobby *l)
 void lobby_metrics_reload(struct lobby *l)
 {
 	struct lobby_metrics *m = l->metrics;
-	uint8_t h[crypto_generichash_BYTES];
+	uint8_t h[TOKEN_HASH];
 
 	if (m == NULL || !m->has_token) {
 		log_info("reload-nothing reason=\"no --metrics-token-file\"");
 		return;
 	}
-	if (token_load(l->cfg.metrics_token_file, h) < 0) {
+	if (token_load_metrics(l->cfg.metrics_token_file, h) < 0) {
 		log_warnx("metrics-token-reload-refused file=%s kept=old",
 			  l->cfg.metrics_token_file);
 		return;

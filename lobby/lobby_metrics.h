@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "token.h"
+
 struct lobby;
 struct strbuf;
 
@@ -100,7 +102,7 @@ struct lobby_counters {
 	long long start_s; /* Unix time the process started */
 };
 
-#define LOBBY_METRICS_MIN_TOKEN (32) /* characters, as rally-relay's --token-file */
+#define LOBBY_METRICS_MIN_TOKEN TOKEN_MIN_LEN /* characters, as rally-relay's --token-file */
 
 /* Checks --metrics-token-file (readable, printable ASCII, at least 32
  * characters) without keeping it: 0 or -errno, the reason logged naming

@@ -35,7 +35,7 @@
 #define RELAY_PROBE_ATTEMPTS       (3)
 #define RELAY_PROBE_TIMEOUT_MS     (3000)
 #define RELAY_HEARTBEAT_INTERVAL_S (300)
-#define RELAY_MIN_TOKEN            (32)
+#define RELAY_MIN_TOKEN            (32) /* TOKEN_MIN_LEN, common/token.h */
 #define RELAY_MAX_BANS             (16384)
 /* Bytes held by all session queues together: keeps the worst case bounded
  * (64 packets x 64 KiB x 2048 sessions would be 8 GiB). */
@@ -389,12 +389,12 @@ bool relay_control_bound(const struct relay_control *c, struct addr *addr);
 /* SIGHUP: re-reads the token file (keeps the old token on error). */
 int relay_control_reload(struct relay_control *c);
 /* A bearer token file (>= RELAY_MIN_TOKEN printable characters) into its
- * BLAKE2b hash, and the check of a request's Authorization header against
- * it; the agent's control API uses them too. */
+ * BLAKE2b hash, logged as the relay logs it (common/token.c; token_check
+ * checks a request's Authorization header); the agent's control API uses
+ * them too. */
 #define RELAY_TOKEN_HASH (32)
 int relay_token_load(const char *path, uint8_t hash[static RELAY_TOKEN_HASH]);
 struct httpd_req;
-bool relay_token_check(const uint8_t hash[static RELAY_TOKEN_HASH], struct httpd_req *req);
 
 /* ---- relay_page.c: the admin page on the control listener ---- */
 

@@ -40,6 +40,7 @@
 #include "relay_tunmsg.h"
 #include "relay_tunpipe.h"
 #include "statefile.h"
+#include "token.h"
 #include "strbuf.h"
 #include "ws.h"
 
@@ -1051,7 +1052,7 @@ static void on_control(struct httpd_req *req, void *arg)
 	struct agent *ag = arg;
 	const char *m = httpd_method(req), *path = httpd_path(req);
 
-	if (!relay_token_check(ag->token_hash, req)) {
+	if (!token_check(ag->token_hash, req)) {
 		httpd_add_header(req, "WWW-Authenticate", "Bearer realm=\"rally-relay agent\"");
 		httpd_reply_error(req, 401, "missing or wrong bearer token");
 		return;

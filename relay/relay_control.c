@@ -39,10 +39,10 @@
 #include "relay.h"
 #include "relay_transparent.h"
 #include "statefile.h"
+#include "token.h"
 #include "strbuf.h"
 
-#define TOKEN_FILE_MAX (4096)
-#define BODY_MAX       (4096)
+#define BODY_MAX (4096)
 
 struct relay_control {
 	struct relay *r;
@@ -64,60 +64,12 @@ static const struct httpd_header common_headers[] = {
 
 int relay_token_load(const char *path, uint8_t hash[static RELAY_TOKEN_HASH])
 {
-	char *text = NULL;
-	size_t len;
-	int r = statefile_read(path, TOKEN_FILE_MAX, &text, &len);
-
-	if (r < 0) {
-		errno = -r;
-		log_warn("token-file-unreadable file=%s", path);
-		return r;
-	}
-	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' ' ||
-			   text[len - 1] == '\t'))
-		text[--len] = '\0';
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)text[i];
-
-		if (c <= ' ' || c >= 0x7f) {
-			log_err("token-refused file=%s reason=\"not printable ASCII without "
-				"spaces\"",
-				path);
-			sodium_memzero(text, len);
-			free(text);
-			return -EINVAL;
-		}
-	}
-	if (len < RELAY_MIN_TOKEN) {
-		log_err("token-refused file=%s reason=\"shorter than %d characters\"", path,
-			RELAY_MIN_TOKEN);
-		sodium_memzero(text, len);
-		free(text);
-		return -EINVAL;
-	}
-	crypto_generichash(hash, crypto_generichash_BYTES, (const uint8_t *)text, len, NULL, 0);
-	sodium_memzero(text, len);
-	free(text);
-	return 0;
-}
-
-bool relay_token_check(const uint8_t hash[static RELAY_TOKEN_HASH], struct httpd_req *req)
-{
-	const char *h = httpd_header(req, "Authorization");
-	uint8_t got[crypto_generichash_BYTES];
-	size_t len;
-
-	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
-		return false;
-	h += 7;
-	len = strlen(h);
-	crypto_generichash(got, sizeof(got), (const uint8_t *)h, len, NULL, 0);
-	return sodium_memcmp(got, hash, sizeof(got)) == 0;
+	return token_load(path, "token-file", "token", hash);
 }
 
 static bool authorized(struct relay_control *c, struct httpd_req *req)
 {
-	return relay_token_check(c->token_hash, req);
+	return token_check(c->token_hash, req);
 }
 
 /* ---- handlers ---- */
