@@ -14,6 +14,7 @@
 
 #include "ev.h"
 #include "log.h"
+#include "strbuf.h"
 
 #define MAX_EXTRA_HEADERS (8)
 
@@ -328,6 +329,15 @@ int httpd_reply_json(struct httpd_req *r, unsigned status, struct json_object *o
 	const char *s = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN, &len);
 
 	return httpd_reply(r, status, "application/json", s, len);
+}
+
+int httpd_reply_metrics(struct httpd_req *r, struct strbuf *b)
+{
+	int ret = b->bad ? httpd_reply_error(r, 500, "metrics too large")
+			 : httpd_reply(r, 200, "text/plain; version=0.0.4", b->p, b->len);
+
+	strbuf_release(b);
+	return ret;
 }
 
 int httpd_reply_error(struct httpd_req *r, unsigned status, const char *msg)

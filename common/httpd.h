@@ -130,5 +130,9 @@ int httpd_reply_shared(struct httpd_req *r, unsigned status, struct httpd_shared
 int httpd_reply_json(struct httpd_req *r, unsigned status, struct json_object *obj);
 /* Queues {"error": msg} with the status. */
 int httpd_reply_error(struct httpd_req *r, unsigned status, const char *msg);
+/* Queues b as Prometheus text (500 if it outgrew its cap) and releases b:
+ * every daemon's /metrics. */
+struct strbuf;
+int httpd_reply_metrics(struct httpd_req *r, struct strbuf *b);
 
 #endif

@@ -294,11 +294,7 @@ static void metrics(struct lobby_metrics *m, struct httpd_req *req)
 
 	strbuf_init(&b, METRICS_MAX);
 	lobby_metrics_render(m->l, &b);
-	if (b.bad)
-		httpd_reply_error(req, 500, "metrics too large");
-	else
-		httpd_reply(req, 200, "text/plain; version=0.0.4", b.p, b.len);
-	strbuf_release(&b);
+	(void)httpd_reply_metrics(req, &b);
 }
 
 static void on_request(struct httpd_req *req, void *arg)

@@ -193,11 +193,7 @@ static void metrics(struct master *m, struct httpd_req *req)
 		master_list_metrics(m->lobby_list, &b);
 	if (m->fug_list != NULL)
 		master_list_metrics(m->fug_list, &b);
-	if (b.bad)
-		httpd_reply_error(req, 500, "metrics too large");
-	else
-		httpd_reply(req, 200, "text/plain; version=0.0.4", b.p, b.len);
-	strbuf_release(&b);
+	(void)httpd_reply_metrics(req, &b);
 }
 
 /* ---- routing ---- */

@@ -757,11 +757,7 @@ static void get_metrics(struct relay_control *c, struct httpd_req *req)
 	if (r->tunnel != NULL)
 		relay_tunnel_metrics(r->tunnel, &b);
 	relay_qcache_metrics(r, &b);
-	if (b.bad)
-		httpd_reply_error(req, 500, "metrics too large");
-	else
-		httpd_reply(req, 200, "text/plain; version=0.0.4", b.p, b.len);
-	strbuf_release(&b);
+	(void)httpd_reply_metrics(req, &b);
 }
 
 static void method_not_allowed(struct httpd_req *req, const char *allow)
